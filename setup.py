@@ -1,0 +1,29 @@
+"""Install with ``pip install -e .`` (see INSTALL.md for the CPU/GPU torch note)."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="slowfast",
+    version="0.1.0",
+    description="Video recognition models with multigrid training",
+    python_requires=">=3.9",
+    packages=find_packages(exclude=("tests", "tests.*", "tools", "configs")),
+    # torch is a range so that an installed build (CPU or CUDA) is kept as is.
+    install_requires=[
+        "torch>=2.1",
+        "numpy",
+        "fvcore>=0.1.5",
+        "iopath>=0.1.9",
+        "av>=10.0",
+        "simplejson",
+        "tensorboard",
+        "yacs>=0.1.8",
+        "scikit-learn",
+        "matplotlib",
+        "PyYAML",
+    ],
+    extras_require={
+        "dev": ["pytest>=7", "ruff"],
+        "slurm": ["submitit"],
+    },
+)

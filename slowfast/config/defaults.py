@@ -1,0 +1,329 @@
+"""The config tree: every key with its default and meaning.
+
+Key names and defaults follow PySlowFast so its published YAML configs load
+unmodified. ``get_cfg()`` returns a fresh, mutable copy of the defaults; the
+loader (``slowfast.config.load_config``) merges files and overrides into it,
+validates it and freezes it. Nothing changes a config after that.
+"""
+
+from fvcore.common.config import CfgNode
+
+_C = CfgNode()
+
+# ---------------------------------------------------------------------------- #
+# Batch norm options
+# ---------------------------------------------------------------------------- #
+_C.BN = CfgNode()
+# Recompute BN running statistics over NUM_BATCHES_PRECISE batches before eval.
+_C.BN.USE_PRECISE_STATS = False
+# Number of training batches used to compute precise BN statistics.
+_C.BN.NUM_BATCHES_PRECISE = 200
+# Weight decay applied to BN parameters (their own optimizer group).
+_C.BN.WEIGHT_DECAY = 0.0
+# Norm layer: "batchnorm", "sub_batchnorm" or "sync_batchnorm".
+_C.BN.NORM_TYPE = "batchnorm"
+# Number of splits of "sub_batchnorm" (statistics over batch / NUM_SPLITS clips).
+_C.BN.NUM_SPLITS = 1
+# Number of processes sharing statistics for "sync_batchnorm" (1: all of them).
+_C.BN.NUM_SYNC_DEVICES = 1
+
+# ---------------------------------------------------------------------------- #
+# Training options
+# ---------------------------------------------------------------------------- #
+_C.TRAIN = CfgNode()
+# Run training.
+_C.TRAIN.ENABLE = True
+# Registered dataset name used for training: "kinetics", "ssv2" or "charades".
+_C.TRAIN.DATASET = "kinetics"
+# Global training mini-batch size (all processes together), at the base shape.
+_C.TRAIN.BATCH_SIZE = 64
+# Validate every EVAL_PERIOD epochs.
+_C.TRAIN.EVAL_PERIOD = 10
+# Save a checkpoint every CHECKPOINT_PERIOD epochs.
+_C.TRAIN.CHECKPOINT_PERIOD = 10
+# Resume from the newest valid checkpoint in OUTPUT_DIR/checkpoints.
+_C.TRAIN.AUTO_RESUME = True
+# Checkpoint to initialise from when no checkpoint is found in OUTPUT_DIR.
+_C.TRAIN.CHECKPOINT_FILE_PATH = ""
+# Checkpoint format: "pytorch" (.pyth) or "caffe2" (.pkl, not supported here).
+_C.TRAIN.CHECKPOINT_TYPE = "pytorch"
+# Inflate a 2D (ImageNet) checkpoint into the 3D model's kernels.
+_C.TRAIN.CHECKPOINT_INFLATE = False
+# Start from epoch 0 when initialising from TRAIN.CHECKPOINT_FILE_PATH.
+_C.TRAIN.CHECKPOINT_EPOCH_RESET = False
+# Name pattern removed from checkpoint keys before loading (e.g. "module.").
+_C.TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN = ()
+# Mixed precision: bf16 autocast on CPU, fp16 autocast + GradScaler on GPU.
+_C.TRAIN.MIXED_PRECISION = False
+
+# ---------------------------------------------------------------------------- #
+# Testing options
+# ---------------------------------------------------------------------------- #
+_C.TEST = CfgNode()
+# Run the multi-view test.
+_C.TEST.ENABLE = True
+# Registered dataset name used for testing.
+_C.TEST.DATASET = "kinetics"
+# Global test mini-batch size (in views).
+_C.TEST.BATCH_SIZE = 8
+# Checkpoint to test; empty means the last checkpoint in OUTPUT_DIR.
+_C.TEST.CHECKPOINT_FILE_PATH = ""
+# Number of temporal clips sampled per video at test.
+_C.TEST.NUM_ENSEMBLE_VIEWS = 10
+# Number of spatial crops per clip at test (1: centre, 3: both ends + centre).
+_C.TEST.NUM_SPATIAL_CROPS = 3
+# Checkpoint format for TEST.CHECKPOINT_FILE_PATH.
+_C.TEST.CHECKPOINT_TYPE = "pytorch"
+# File name (in OUTPUT_DIR) for per-video scores and labels; empty disables.
+_C.TEST.SAVE_RESULTS_PATH = "test_results.pyth"
+
+# ---------------------------------------------------------------------------- #
+# ResNet options
+# ---------------------------------------------------------------------------- #
+_C.RESNET = CfgNode()
+# Residual block: "bottleneck_transform" or "basic_transform".
+_C.RESNET.TRANS_FUNC = "bottleneck_transform"
+# Number of groups of the 3x3 conv (1 for ResNet, >1 for ResNeXt).
+_C.RESNET.NUM_GROUPS = 1
+# Width of each group (64 for ResNet).
+_C.RESNET.WIDTH_PER_GROUP = 64
+# Use in-place ReLU.
+_C.RESNET.INPLACE_RELU = True
+# Put the stride on the 1x1 conv of the bottleneck (else on the 3x3).
+_C.RESNET.STRIDE_1X1 = False
+# Zero-initialise the last BN of each residual block.
+_C.RESNET.ZERO_INIT_FINAL_BN = False
+# Network depth: 18 (basic blocks), 50, 101 or 152 (bottleneck blocks).
+_C.RESNET.DEPTH = 50
+# Per stage and pathway, how many blocks get a temporal kernel > 1.
+_C.RESNET.NUM_BLOCK_TEMP_KERNEL = [[3], [4], [6], [3]]
+# Per stage and pathway, the spatial stride of the stage's first block.
+_C.RESNET.SPATIAL_STRIDES = [[1], [2], [2], [2]]
+# Per stage and pathway, the spatial dilation of the stage's convolutions.
+_C.RESNET.SPATIAL_DILATIONS = [[1], [1], [1], [1]]
+
+# ---------------------------------------------------------------------------- #
+# Non-local options
+# ---------------------------------------------------------------------------- #
+_C.NONLOCAL = CfgNode()
+# Per stage and pathway, indices of the blocks followed by a non-local block.
+_C.NONLOCAL.LOCATION = [[[]], [[]], [[]], [[]]]
+# Per stage and pathway, number of groups the non-local block splits time into.
+_C.NONLOCAL.GROUP = [[1], [1], [1], [1]]
+# Affinity normalisation: "dot_product" or "softmax".
+_C.NONLOCAL.INSTANTIATION = "dot_product"
+# Per stage and pathway, the max-pool kernel applied to phi and g.
+_C.NONLOCAL.POOL = [
+    [[1, 2, 2], [1, 2, 2]],
+    [[1, 2, 2], [1, 2, 2]],
+    [[1, 2, 2], [1, 2, 2]],
+    [[1, 2, 2], [1, 2, 2]],
+]
+
+# ---------------------------------------------------------------------------- #
+# Model options
+# ---------------------------------------------------------------------------- #
+_C.MODEL = CfgNode()
+# Temporal kernel layout: "c2d", "i3d", "slow" or "slowfast".
+_C.MODEL.ARCH = "slowfast"
+# Registered model class: "ResNet" or "SlowFast".
+_C.MODEL.MODEL_NAME = "SlowFast"
+# Number of classes to predict.
+_C.MODEL.NUM_CLASSES = 400
+# Loss: "cross_entropy" or "bce_logit" (multi-label).
+_C.MODEL.LOSS_FUNC = "cross_entropy"
+# Architectures with a single pathway.
+_C.MODEL.SINGLE_PATHWAY_ARCH = ["c2d", "i3d", "slow"]
+# Architectures with two pathways.
+_C.MODEL.MULTI_PATHWAY_ARCH = ["slowfast"]
+# Dropout rate before the classifier.
+_C.MODEL.DROPOUT_RATE = 0.5
+# Std of the normal init of the classifier weights.
+_C.MODEL.FC_INIT_STD = 0.01
+# Activation applied to the scores at eval: "softmax", "sigmoid" or "none".
+_C.MODEL.HEAD_ACT = "softmax"
+# Run the model in the channels_last_3d memory format.
+_C.MODEL.CHANNELS_LAST_3D = False
+
+# ---------------------------------------------------------------------------- #
+# SlowFast options
+# ---------------------------------------------------------------------------- #
+_C.SLOWFAST = CfgNode()
+# Channel ratio of the slow pathway to the fast pathway.
+_C.SLOWFAST.BETA_INV = 8
+# Frame-rate ratio of the fast pathway to the slow pathway.
+_C.SLOWFAST.ALPHA = 8
+# Output channels of the fast-to-slow fusion conv, relative to the fast width.
+_C.SLOWFAST.FUSION_CONV_CHANNEL_RATIO = 2
+# Temporal kernel of the fast-to-slow fusion conv.
+_C.SLOWFAST.FUSION_KERNEL_SZ = 5
+
+# ---------------------------------------------------------------------------- #
+# Data options
+# ---------------------------------------------------------------------------- #
+_C.DATA = CfgNode()
+# Folder holding the dataset's list files (train.csv, val.csv, test.csv, ...).
+_C.DATA.PATH_TO_DATA_DIR = ""
+# Separator between path and label in Kinetics list files.
+_C.DATA.PATH_LABEL_SEPARATOR = " "
+# Prefix joined to relative video paths.
+_C.DATA.PATH_PREFIX = ""
+# Frames per clip (of the fast pathway for SlowFast).
+_C.DATA.NUM_FRAMES = 8
+# Temporal stride between sampled frames.
+_C.DATA.SAMPLING_RATE = 8
+# Per-channel mean subtracted from pixels in [0, 1].
+_C.DATA.MEAN = [0.45, 0.45, 0.45]
+# Number of input channels of each pathway.
+_C.DATA.INPUT_CHANNEL_NUM = [3, 3]
+# Per-channel std pixels are divided by.
+_C.DATA.STD = [0.225, 0.225, 0.225]
+# Range of the random short side used at training.
+_C.DATA.TRAIN_JITTER_SCALES = [256, 320]
+# Spatial size of training crops.
+_C.DATA.TRAIN_CROP_SIZE = 224
+# Spatial size of test crops (and of the resized short side at test).
+_C.DATA.TEST_CROP_SIZE = 256
+# Frame rate videos are resampled to before sampling clips.
+_C.DATA.TARGET_FPS = 30
+# Video decoding backend: "pyav" (videos) or "frames" (folders of JPEGs).
+_C.DATA.DECODING_BACKEND = "pyav"
+# Charades: sample frames with the inverse-uniform scheme.
+_C.DATA.INV_UNIFORM_SAMPLE = False
+# Random horizontal flip at training.
+_C.DATA.RANDOM_FLIP = True
+# Multi-label targets (multi-hot over NUM_CLASSES).
+_C.DATA.MULTI_LABEL = False
+# How test views of one video are combined: "sum" or "max".
+_C.DATA.ENSEMBLE_METHOD = "sum"
+# Reverse the channel order (RGB -> BGR).
+_C.DATA.REVERSE_INPUT_CHANNEL = False
+# Stop training when more than this fraction of an epoch's videos fail to load.
+_C.DATA.MAX_BAD_FRACTION = 0.05
+
+# ---------------------------------------------------------------------------- #
+# Optimizer options
+# ---------------------------------------------------------------------------- #
+_C.SOLVER = CfgNode()
+# Base learning rate.
+_C.SOLVER.BASE_LR = 0.1
+# LR policy: "cosine", "steps_with_relative_lrs", "steps" or "constant".
+_C.SOLVER.LR_POLICY = "cosine"
+# Final learning rate of the cosine policy.
+_C.SOLVER.COSINE_END_LR = 0.0
+# LR decay factor of the "steps" policy.
+_C.SOLVER.GAMMA = 0.1
+# Epochs between decays of the "steps" policy.
+_C.SOLVER.STEP_SIZE = 1
+# Start epochs of the LR stages (first one is 0).
+_C.SOLVER.STEPS = []
+# LR of each stage relative to BASE_LR.
+_C.SOLVER.LRS = []
+# Number of training epochs.
+_C.SOLVER.MAX_EPOCH = 300
+# SGD momentum.
+_C.SOLVER.MOMENTUM = 0.9
+# SGD dampening.
+_C.SOLVER.DAMPENING = 0.0
+# Nesterov momentum.
+_C.SOLVER.NESTEROV = True
+# L2 weight decay of non-BN parameters.
+_C.SOLVER.WEIGHT_DECAY = 1e-4
+# Start LR of the warm-up relative to the LR at its end (reference key).
+_C.SOLVER.WARMUP_FACTOR = 0.1
+# Length of the linear warm-up in epochs.
+_C.SOLVER.WARMUP_EPOCHS = 0.0
+# LR at the start of the warm-up.
+_C.SOLVER.WARMUP_START_LR = 0.01
+# Optimizer: "sgd".
+_C.SOLVER.OPTIMIZING_METHOD = "sgd"
+# Clip gradients to this global L2 norm (None: no clipping).
+_C.SOLVER.CLIP_GRAD_L2NORM = None
+
+# ---------------------------------------------------------------------------- #
+# Multigrid training options
+# ---------------------------------------------------------------------------- #
+_C.MULTIGRID = CfgNode()
+# Total epochs = SOLVER.MAX_EPOCH * EPOCH_FACTOR under the long cycle.
+_C.MULTIGRID.EPOCH_FACTOR = 1.5
+# Enable the short cycle (spatial shape changes every iteration).
+_C.MULTIGRID.SHORT_CYCLE = False
+# Spatial factors of the short-cycle shapes (iterations i % 3 == 0 and 1).
+_C.MULTIGRID.SHORT_CYCLE_FACTORS = [0.5, 0.5**0.5]
+# Short-cycle crops: "absolute" (factors of TRAIN_CROP_SIZE, the reference's
+# behaviour) or "relative" (factors of the current long-cycle crop, the paper).
+_C.MULTIGRID.SHORT_CYCLE_CROP_MODE = "absolute"
+# Enable the long cycle (base shape changes within each LR stage).
+_C.MULTIGRID.LONG_CYCLE = False
+# (temporal, spatial) factors of the long-cycle base shapes.
+_C.MULTIGRID.LONG_CYCLE_FACTORS = [
+    (0.25, 0.5**0.5),
+    (0.5, 0.5**0.5),
+    (0.5, 1),
+    (1, 1),
+]
+# Clips per BN group at the long-cycle shape.
+_C.MULTIGRID.BN_BASE_SIZE = 8
+# Evaluate EVAL_FREQ times per long cycle (reference key; EVAL_PERIOD rules).
+_C.MULTIGRID.EVAL_FREQ = 3
+# Sampling rate at the long-cycle shapes (0: derived from the span, as the paper).
+_C.MULTIGRID.LONG_CYCLE_SAMPLING_RATE = 0
+# Reference keys kept for config compatibility (the schedule derives them).
+_C.MULTIGRID.DEFAULT_B = 0
+_C.MULTIGRID.DEFAULT_T = 0
+_C.MULTIGRID.DEFAULT_S = 0
+
+# ---------------------------------------------------------------------------- #
+# Data loader options
+# ---------------------------------------------------------------------------- #
+_C.DATA_LOADER = CfgNode()
+# Loader worker processes per training process.
+_C.DATA_LOADER.NUM_WORKERS = 8
+# Pin host memory of batches (GPU only).
+_C.DATA_LOADER.PIN_MEMORY = True
+# Let PyAV use several decoder threads per video.
+_C.DATA_LOADER.ENABLE_MULTI_THREAD_DECODE = False
+# Decoder threads per video when multi-thread decode is enabled (0: auto).
+_C.DATA_LOADER.DECODE_THREADS = 0
+# Cache decoded frames in memory (small datasets only; per worker).
+_C.DATA_LOADER.FRAME_CACHE = False
+
+# ---------------------------------------------------------------------------- #
+# TensorBoard options
+# ---------------------------------------------------------------------------- #
+_C.TENSORBOARD = CfgNode()
+# Write TensorBoard summaries.
+_C.TENSORBOARD.ENABLE = False
+# Log folder; empty means OUTPUT_DIR/runs-<dataset>.
+_C.TENSORBOARD.LOG_DIR = ""
+
+# ---------------------------------------------------------------------------- #
+# Misc options
+# ---------------------------------------------------------------------------- #
+# Accelerators per machine (0: CPU). One process per GPU.
+_C.NUM_GPUS = 1
+# CPU processes per machine when NUM_GPUS is 0 (DDP over gloo).
+_C.NUM_CPU_PROCS = 1
+# Number of machines.
+_C.NUM_SHARDS = 1
+# Index of this machine.
+_C.SHARD_ID = 0
+# Folder for checkpoints, logs and results.
+_C.OUTPUT_DIR = "./tmp"
+# Seed of every random number generator.
+_C.RNG_SEED = 1
+# Log training statistics every LOG_PERIOD iterations.
+_C.LOG_PERIOD = 10
+# Log the model's parameter count and FLOPs at start.
+_C.LOG_MODEL_INFO = True
+# torch.distributed backend on GPU ("nccl"); CPU always uses "gloo".
+_C.DIST_BACKEND = "nccl"
+
+
+def get_cfg() -> CfgNode:
+    """Returns a fresh, mutable copy of the default config.
+
+    Returns:
+        CfgNode: the defaults; callers merge into it and then freeze it.
+    """
+    return _C.clone()

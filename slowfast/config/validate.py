@@ -1,0 +1,154 @@
+"""Value checks on a merged config, each failing with one line naming the key."""
+
+from fvcore.common.config import CfgNode
+
+_CHOICES = {
+    "MODEL.ARCH": ("c2d", "i3d", "slow", "slowfast"),
+    "MODEL.MODEL_NAME": ("ResNet", "SlowFast"),
+    "MODEL.LOSS_FUNC": ("cross_entropy", "bce_logit", "bce", "soft_cross_entropy"),
+    "MODEL.HEAD_ACT": ("softmax", "sigmoid", "none"),
+    "BN.NORM_TYPE": ("batchnorm", "sub_batchnorm", "sync_batchnorm"),
+    "SOLVER.LR_POLICY": ("cosine", "steps_with_relative_lrs", "steps", "constant"),
+    "SOLVER.OPTIMIZING_METHOD": ("sgd",),
+    "DATA.ENSEMBLE_METHOD": ("sum", "max"),
+    "DATA.DECODING_BACKEND": ("pyav", "frames"),
+    "RESNET.TRANS_FUNC": ("bottleneck_transform", "basic_transform"),
+    "RESNET.DEPTH": (18, 50, 101, 152),
+    "NONLOCAL.INSTANTIATION": ("dot_product", "softmax"),
+    "MULTIGRID.SHORT_CYCLE_CROP_MODE": ("absolute", "relative"),
+    "TRAIN.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
+    "TEST.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
+    "TEST.NUM_SPATIAL_CROPS": (1, 3),
+}
+
+_POSITIVE = (
+    "TRAIN.BATCH_SIZE",
+    "TEST.BATCH_SIZE",
+    "TRAIN.EVAL_PERIOD",
+    "TRAIN.CHECKPOINT_PERIOD",
+    "TEST.NUM_ENSEMBLE_VIEWS",
+    "DATA.NUM_FRAMES",
+    "DATA.SAMPLING_RATE",
+    "DATA.TRAIN_CROP_SIZE",
+    "DATA.TEST_CROP_SIZE",
+    "SOLVER.MAX_EPOCH",
+    "MODEL.NUM_CLASSES",
+    "NUM_SHARDS",
+    "NUM_CPU_PROCS",
+    "LOG_PERIOD",
+    "BN.NUM_SPLITS",
+    "BN.NUM_SYNC_DEVICES",
+    "MULTIGRID.BN_BASE_SIZE",
+    "SLOWFAST.ALPHA",
+    "SLOWFAST.BETA_INV",
+    "RESNET.NUM_GROUPS",
+    "RESNET.WIDTH_PER_GROUP",
+)
+
+
+def _get(cfg: CfgNode, key: str):
+    node = cfg
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def _check(cond: bool, key: str, value, why: str) -> None:
+    if not cond:
+        raise ValueError(f"{key} = {value!r}: {why}")
+
+
+def validate_cfg(cfg: CfgNode) -> None:
+    """Checks the values of a merged config.
+
+    Args:
+        cfg: the merged (not yet frozen) config.
+
+    Raises:
+        ValueError: one line naming the first bad key and value.
+    """
+    for key, choices in _CHOICES.items():
+        value = _get(cfg, key)
+        _check(value in choices, key, value, f"must be one of {list(choices)}")
+    for key in _POSITIVE:
+        value = _get(cfg, key)
+        _check(value > 0, key, value, "must be positive")
+    for key in ("NUM_GPUS", "SHARD_ID", "DATA_LOADER.NUM_WORKERS"):
+        _check(_get(cfg, key) >= 0, key, _get(cfg, key), "must be >= 0")
+    _check(cfg.SHARD_ID < cfg.NUM_SHARDS, "SHARD_ID", cfg.SHARD_ID, "must be < NUM_SHARDS")
+
+    scales = cfg.DATA.TRAIN_JITTER_SCALES
+    _check(
+        len(scales) == 2 and 0 < scales[0] <= scales[1],
+        "DATA.TRAIN_JITTER_SCALES",
+        scales,
+        "must be [min, max] with 0 < min <= max",
+    )
+    for key in ("DATA.MEAN", "DATA.STD"):
+        _check(len(_get(cfg, key)) == 3, key, _get(cfg, key), "needs 3 values")
+    _check(min(cfg.DATA.STD) > 0, "DATA.STD", cfg.DATA.STD, "must be positive")
+    frac = cfg.DATA.MAX_BAD_FRACTION
+    _check(0 <= frac <= 1, "DATA.MAX_BAD_FRACTION", frac, "must be in [0, 1]")
+    rate = cfg.MODEL.DROPOUT_RATE
+    _check(0 <= rate < 1, "MODEL.DROPOUT_RATE", rate, "must be in [0, 1)")
+
+    _validate_solver(cfg.SOLVER)
+    _validate_multigrid(cfg.MULTIGRID)
+
+
+def _validate_solver(solver: CfgNode) -> None:
+    steps = list(solver.STEPS)
+    if solver.LR_POLICY in ("steps_with_relative_lrs", "steps") or steps:
+        if solver.LR_POLICY != "steps":
+            _check(
+                len(steps) > 0 and steps[0] == 0,
+                "SOLVER.STEPS",
+                steps,
+                "must start with 0 for a step LR policy",
+            )
+        _check(
+            all(a < b for a, b in zip(steps, steps[1:])),
+            "SOLVER.STEPS",
+            steps,
+            "must be strictly increasing",
+        )
+        _check(
+            not steps or steps[-1] < solver.MAX_EPOCH,
+            "SOLVER.STEPS",
+            steps,
+            f"every step must be below SOLVER.MAX_EPOCH ({solver.MAX_EPOCH})",
+        )
+    if solver.LR_POLICY == "steps_with_relative_lrs":
+        _check(
+            len(solver.LRS) >= len(steps),
+            "SOLVER.LRS",
+            list(solver.LRS),
+            f"needs one value per SOLVER.STEPS entry ({len(steps)})",
+        )
+    _check(solver.BASE_LR > 0, "SOLVER.BASE_LR", solver.BASE_LR, "must be positive")
+    _check(
+        solver.WARMUP_EPOCHS >= 0,
+        "SOLVER.WARMUP_EPOCHS",
+        solver.WARMUP_EPOCHS,
+        "must be >= 0",
+    )
+
+
+def _validate_multigrid(mg: CfgNode) -> None:
+    _check(
+        mg.EPOCH_FACTOR > 0, "MULTIGRID.EPOCH_FACTOR", mg.EPOCH_FACTOR, "must be > 0"
+    )
+    factors = mg.SHORT_CYCLE_FACTORS
+    _check(
+        len(factors) == 2 and all(0 < f <= 1 for f in factors),
+        "MULTIGRID.SHORT_CYCLE_FACTORS",
+        list(factors),
+        "needs two spatial factors in (0, 1]",
+    )
+    for pair in mg.LONG_CYCLE_FACTORS:
+        _check(
+            len(pair) == 2 and all(0 < f <= 1 for f in pair),
+            "MULTIGRID.LONG_CYCLE_FACTORS",
+            list(mg.LONG_CYCLE_FACTORS),
+            "needs (temporal, spatial) pairs of factors in (0, 1]",
+        )
