@@ -1,0 +1,408 @@
+"""Saving and loading checkpoints in the reference (PySlowFast) format.
+
+A checkpoint is a dict saved with ``torch.save``::
+
+    {"epoch": e, "model_state": ..., "optimizer_state": ..., "cfg": cfg.dump(),
+     "scaler_state": ... (optional), **extras (optional, e.g. "rng_state")}
+
+where ``e`` is the 0-based index of the epoch just finished; the file is
+``OUTPUT_DIR/checkpoints/checkpoint_epoch_{e + 1:05d}.pyth`` (1-based names as
+the reference). Saves are atomic (temporary file, fsync, rename), so an
+interrupted save never leaves a truncated checkpoint behind. Loading is
+strict: any missing key, unexpected key or shape mismatch fails with one
+``CheckpointError`` line naming the file and the first offending keys.
+
+Files are read with ``torch.load(weights_only=True)``: extras must be made of
+tensors, numbers, strings, and lists, tuples or dicts of those.
+"""
+
+import logging
+import os
+import re
+import uuid
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+
+import torch
+from fvcore.common.config import CfgNode
+from iopath.common.file_io import g_pathmgr
+from torch import nn
+
+from slowfast.utils.inflate import (
+    MAX_LISTED,
+    describe_mismatch,
+    inflate_state_dict,
+    normalize_keys,
+)
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_SUBDIR = "checkpoints"
+_NAME_FORMAT = "checkpoint_epoch_{:05d}.pyth"
+_NAME_RE = re.compile(r"^checkpoint_epoch_(\d+)\.pyth$")
+# Entries of the checkpoint dict that hold states (not returned by load).
+_STATE_KEYS = ("model_state", "optimizer_state", "scaler_state")
+_RESERVED_KEYS = ("epoch", "cfg") + _STATE_KEYS
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, unreadable or does not fit; the message is one line."""
+
+
+def get_checkpoint_dir(output_dir: str) -> str:
+    """Returns the folder holding a run's checkpoints.
+
+    Args:
+        output_dir: the run's OUTPUT_DIR.
+
+    Returns:
+        str: ``output_dir/checkpoints``.
+    """
+    return os.path.join(output_dir, CHECKPOINT_SUBDIR)
+
+
+def get_path_to_checkpoint(output_dir: str, epoch: int) -> str:
+    """Returns the path of the checkpoint with 1-based number ``epoch``.
+
+    Args:
+        output_dir: the run's OUTPUT_DIR.
+        epoch: 1-based epoch number in the file name (finished epochs).
+
+    Returns:
+        str: ``output_dir/checkpoints/checkpoint_epoch_{epoch:05d}.pyth``.
+    """
+    return os.path.join(get_checkpoint_dir(output_dir), _NAME_FORMAT.format(epoch))
+
+
+def list_checkpoints(output_dir: str) -> List[str]:
+    """Lists a run's checkpoint files, oldest first (temporary files excluded).
+
+    Args:
+        output_dir: the run's OUTPUT_DIR.
+
+    Returns:
+        list[str]: paths sorted by epoch number; empty when there are none.
+    """
+    folder = get_checkpoint_dir(output_dir)
+    if not g_pathmgr.isdir(folder):
+        return []
+    numbered = []
+    for name in g_pathmgr.ls(folder):
+        match = _NAME_RE.match(name)
+        if match:
+            numbered.append((int(match.group(1)), name))
+    return [os.path.join(folder, name) for _, name in sorted(numbered)]
+
+
+def has_checkpoint(output_dir: str) -> bool:
+    """Returns True when the run's checkpoint folder holds a checkpoint file.
+
+    Only file names are checked; ``get_last_checkpoint`` may still find none
+    valid.
+
+    Args:
+        output_dir: the run's OUTPUT_DIR.
+    """
+    return len(list_checkpoints(output_dir)) > 0
+
+
+def get_last_checkpoint(output_dir: str) -> Optional[str]:
+    """Returns the newest checkpoint that loads, for auto-resume.
+
+    Newer files that fail to load (truncated, corrupt) are skipped with a
+    warning naming each of them.
+
+    Args:
+        output_dir: the run's OUTPUT_DIR.
+
+    Returns:
+        str | None: the path, or None when no valid checkpoint exists.
+    """
+    for path in reversed(list_checkpoints(output_dir)):
+        try:
+            read_checkpoint(path)
+        except CheckpointError as err:
+            logger.warning("Skipping unusable checkpoint: %s", err)
+            continue
+        return path
+    return None
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """Returns the module inside a (Distributed)DataParallel wrapper, else ``model``."""
+    wrappers = (nn.parallel.DistributedDataParallel, nn.DataParallel)
+    return model.module if isinstance(model, wrappers) else model
+
+
+def _atomic_save(obj: Any, path: str) -> None:
+    """Saves ``obj`` to ``path`` so that ``path`` is either complete or absent."""
+    folder, name = os.path.split(path)
+    g_pathmgr.mkdirs(folder)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    local = "://" not in path
+    try:
+        with g_pathmgr.open(tmp, "wb") as f:
+            torch.save(obj, f)
+            if local:
+                f.flush()
+                os.fsync(f.fileno())
+        if local:
+            os.replace(tmp, path)
+            _fsync_dir(folder)
+        else:
+            g_pathmgr.mv(tmp, path)
+    except BaseException:
+        if g_pathmgr.exists(tmp):
+            g_pathmgr.rm(tmp)
+        raise
+
+
+def _fsync_dir(folder: str) -> None:
+    """Makes a rename in ``folder`` durable (POSIX; a no-op elsewhere)."""
+    if hasattr(os, "O_DIRECTORY"):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+_PLAIN_TYPES = (int, float, bool, str, type(None))
+
+
+def _check_loadable(value: Any, key: str) -> None:
+    """Raises ValueError unless ``value`` survives ``torch.load(weights_only=True)``."""
+    if isinstance(value, torch.Tensor) or type(value) in _PLAIN_TYPES:
+        return
+    if type(value) in (list, tuple, dict):
+        items = [*value.keys(), *value.values()] if type(value) is dict else value
+        for item in items:
+            _check_loadable(item, key)
+        return
+    raise ValueError(
+        f"extra checkpoint entry {key!r} holds a {type(value).__name__}; use "
+        "tensors, Python numbers, strings, and lists, tuples or dicts of those "
+        "(e.g. numpy_state.tolist())"
+    )
+
+
+def save_checkpoint(
+    output_dir: str,
+    model: nn.Module,
+    optimizer: Optional[torch.optim.Optimizer],
+    epoch: int,
+    cfg: CfgNode,
+    scaler: Optional[Any] = None,
+    extra: Optional[Dict[str, Any]] = None,
+) -> str:
+    """Atomically saves a checkpoint after the 0-based epoch ``epoch``.
+
+    Call it on one process only (rank 0). A (Distributed)DataParallel model is
+    unwrapped, so keys never carry a ``module.`` prefix.
+
+    Args:
+        output_dir: the run's OUTPUT_DIR.
+        model: the model (wrapped or not).
+        optimizer: its optimizer (None: no optimizer state is stored).
+        epoch: 0-based index of the epoch just finished; the file is named
+            ``epoch + 1``.
+        cfg: the run's config, stored as its YAML dump.
+        scaler: a ``torch.amp.GradScaler`` whose state is stored, or None.
+        extra: more entries (e.g. ``rng_state``, ``iteration``,
+            ``schedule_state``) made of tensors, Python numbers, strings and
+            lists, tuples or dicts of those; they may not reuse reserved keys.
+
+    Returns:
+        str: the path written.
+
+    Raises:
+        ValueError: an extra entry reuses a reserved key or holds another type
+            (it would not load back with ``weights_only=True``).
+    """
+    extra = dict(extra or {})
+    clash = sorted(set(extra) & set(_RESERVED_KEYS))
+    if clash:
+        raise ValueError(f"extra checkpoint entries {clash} reuse reserved keys")
+    for key, value in extra.items():
+        _check_loadable(value, key)
+    checkpoint: Dict[str, Any] = {
+        "epoch": epoch,
+        "model_state": unwrap_model(model).state_dict(),
+        "cfg": cfg.dump(),
+    }
+    if optimizer is not None:
+        checkpoint["optimizer_state"] = optimizer.state_dict()
+    if scaler is not None:
+        checkpoint["scaler_state"] = scaler.state_dict()
+    checkpoint.update(extra)
+    path = get_path_to_checkpoint(output_dir, epoch + 1)
+    _atomic_save(checkpoint, path)
+    logger.info("Saved checkpoint %s", path)
+    return path
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+def read_checkpoint(path: str) -> Dict[str, Any]:
+    """Reads a checkpoint file and checks that it is one.
+
+    Args:
+        path: the checkpoint file.
+
+    Returns:
+        dict: the checkpoint, tensors on the CPU.
+
+    Raises:
+        CheckpointError: the file is missing, unreadable (e.g. truncated) or
+            not a checkpoint dict with a ``model_state``.
+    """
+    if not g_pathmgr.isfile(path):
+        raise CheckpointError(f"{path}: checkpoint file not found")
+    try:
+        with g_pathmgr.open(path, "rb") as f:
+            checkpoint = torch.load(f, map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint (truncated or not a torch.save "
+            f"file?): {_first_line(err)}"
+        ) from err
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(
+            f"{path}: not a checkpoint (expected a dict, got "
+            f"{type(checkpoint).__name__})"
+        )
+    if not isinstance(checkpoint.get("model_state"), Mapping):
+        raise CheckpointError(
+            f"{path}: not a checkpoint (no 'model_state' dict; entries: "
+            f"{sorted(map(str, checkpoint))[:MAX_LISTED]})"
+        )
+    return checkpoint
+
+
+def _target_module(model: nn.Module, data_parallel: bool) -> nn.Module:
+    inner = unwrap_model(model)
+    if data_parallel and inner is model:
+        raise ValueError(
+            f"data_parallel=True but the model is a {type(model).__name__}, "
+            "not a DistributedDataParallel wrapper"
+        )
+    return inner
+
+
+def _load_aux_states(
+    path: str,
+    checkpoint: Mapping[str, Any],
+    optimizer: Optional[torch.optim.Optimizer],
+    scaler: Optional[Any],
+) -> None:
+    """Restores the optimizer and grad-scaler states when both sides have them."""
+    if optimizer is not None:
+        state = checkpoint.get("optimizer_state")
+        if state is None:
+            logger.warning(
+                "%s has no optimizer state; the optimizer starts fresh", path
+            )
+        else:
+            try:
+                optimizer.load_state_dict(state)
+            except (ValueError, KeyError, RuntimeError) as err:
+                raise CheckpointError(
+                    f"{path}: optimizer state does not fit the optimizer: "
+                    f"{_first_line(err)}"
+                ) from err
+    if scaler is not None and scaler.is_enabled():
+        state = checkpoint.get("scaler_state")
+        if not state:
+            logger.warning("%s has no grad-scaler state; the scaler starts fresh", path)
+        else:
+            scaler.load_state_dict(state)
+
+
+def load_checkpoint(
+    path: str,
+    model: nn.Module,
+    data_parallel: bool = False,
+    optimizer: Optional[torch.optim.Optimizer] = None,
+    scaler: Optional[Any] = None,
+    inflation: bool = False,
+    convert_from_caffe2: bool = False,
+    epoch_reset: bool = False,
+    clear_name_pattern: Iterable[str] = (),
+) -> Dict[str, Any]:
+    """Loads a checkpoint into a model (and optimizer and scaler), strictly.
+
+    Args:
+        path: the checkpoint file.
+        model: the model to fill (bare or DDP-wrapped).
+        data_parallel: the model is DDP-wrapped; the state goes into
+            ``model.module`` (wrappers are also unwrapped when False).
+        optimizer: restored from ``optimizer_state`` unless ``epoch_reset``.
+        scaler: a ``torch.amp.GradScaler`` restored from ``scaler_state``
+            unless ``epoch_reset``.
+        inflation: inflate 2D kernels of the checkpoint into the model's 3D
+            kernels (TRAIN.CHECKPOINT_INFLATE).
+        convert_from_caffe2: caffe2 checkpoints are not supported (raises).
+        epoch_reset: load the weights only and report epoch -1, so training
+            starts at epoch 0 (TRAIN.CHECKPOINT_EPOCH_RESET).
+        clear_name_pattern: substrings removed from checkpoint keys
+            (TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN); leading ``module.`` prefixes
+            are always removed.
+
+    Returns:
+        dict: the checkpoint without its states: ``epoch`` (0-based epoch
+        finished, -1 with ``epoch_reset``), ``cfg`` and any extras (extras
+        are dropped with ``epoch_reset``). Training resumes at ``epoch + 1``.
+
+    Raises:
+        CheckpointError: missing, unreadable or non-checkpoint file, or a
+            checkpoint that does not match the model or optimizer.
+        NotImplementedError: ``convert_from_caffe2`` is set.
+    """
+    if convert_from_caffe2:
+        raise NotImplementedError(
+            f"{path}: caffe2 checkpoints (.pkl) are not supported; convert it to a "
+            "PyTorch .pyth checkpoint (CHECKPOINT_TYPE pytorch)"
+        )
+    target = _target_module(model, data_parallel)
+    checkpoint = read_checkpoint(path)
+    try:
+        state = normalize_keys(checkpoint["model_state"], clear_name_pattern)
+    except ValueError as err:
+        raise CheckpointError(f"{path}: {err}") from err
+    model_state = target.state_dict()
+    if inflation:
+        state, _ = inflate_state_dict(state, model_state)
+    mismatch = describe_mismatch(state, model_state, inflation)
+    if mismatch:
+        raise CheckpointError(
+            f"{path}: checkpoint does not match the model; {mismatch}"
+        )
+    try:
+        target.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(f"{path}: {_first_line(err)}") from err
+
+    if epoch_reset:
+        logger.info("Loaded weights from %s (epoch reset)", path)
+        return {"epoch": -1, "cfg": checkpoint.get("cfg")}
+    _load_aux_states(path, checkpoint, optimizer, scaler)
+    info = {k: v for k, v in checkpoint.items() if k not in _STATE_KEYS}
+    if "epoch" not in info:
+        logger.warning("%s has no epoch entry; treating it as epoch -1", path)
+        info["epoch"] = -1
+    logger.info("Loaded checkpoint %s (epoch index %d)", path, info["epoch"])
+    return info
+
+
+def checkpoint_epoch(info: Mapping[str, Any]) -> int:
+    """Returns the 0-based epoch finished, from ``load_checkpoint``'s result.
+
+    Args:
+        info: the dict returned by ``load_checkpoint``.
+
+    Returns:
+        int: the epoch index (-1: start from epoch 0).
+    """
+    return int(info["epoch"])

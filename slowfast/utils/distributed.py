@@ -1,0 +1,218 @@
+"""torch.distributed helpers for CPU (gloo) and GPU (nccl) runs, and job launch.
+
+Every helper works without an initialised process group (a single process):
+the world size is then 1, the rank 0, and collectives return their input.
+With nccl, tensors passed to the collectives must be on the current GPU.
+"""
+
+import logging
+from typing import Any, Callable, List, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from fvcore.common.config import CfgNode
+
+logger = logging.getLogger(__name__)
+
+# A job function: func(cfg, rank, world_size).
+JobFunc = Callable[[CfgNode, int, int], Any]
+
+
+def is_initialized() -> bool:
+    """Returns True when a torch.distributed process group is up."""
+    return dist.is_available() and dist.is_initialized()
+
+
+def get_world_size() -> int:
+    """Returns the number of processes of the job (1 without a process group)."""
+    return dist.get_world_size() if is_initialized() else 1
+
+
+def get_rank() -> int:
+    """Returns this process's global rank (0 without a process group)."""
+    return dist.get_rank() if is_initialized() else 0
+
+
+def is_master_proc() -> bool:
+    """Returns True on the process that logs, saves and writes results (rank 0)."""
+    return get_rank() == 0
+
+
+def init_process_group(
+    backend: str, init_method: str, world_size: int, rank: int
+) -> None:
+    """Joins the job's process group.
+
+    Args:
+        backend: "gloo" (CPU) or "nccl" (GPU).
+        init_method: rendezvous URL, e.g. "tcp://localhost:9999" or
+            "file:///path/to/shared_file".
+        world_size: total number of processes.
+        rank: global rank of this process.
+    """
+    dist.init_process_group(
+        backend=backend, init_method=init_method, world_size=world_size, rank=rank
+    )
+
+
+def all_reduce_mean(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    """Averages each tensor over all processes, in place.
+
+    Args:
+        tensors: tensors of the same shape on every process.
+
+    Returns:
+        list[Tensor]: the same tensors, now holding the mean over processes.
+    """
+    world_size = get_world_size()
+    if world_size == 1:
+        return list(tensors)
+    for tensor in tensors:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        tensor.div_(world_size)
+    return list(tensors)
+
+
+def all_gather_tensors(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    """Gathers each tensor from all processes and concatenates along dim 0.
+
+    Args:
+        tensors: tensors of the same shape on every process.
+
+    Returns:
+        list[Tensor]: for each input, the rank-ordered concatenation of every
+        process's copy (the input itself in a single process).
+    """
+    world_size = get_world_size()
+    if world_size == 1:
+        return list(tensors)
+    gathered = []
+    for tensor in tensors:
+        parts = [torch.empty_like(tensor) for _ in range(world_size)]
+        dist.all_gather(parts, tensor.contiguous())
+        gathered.append(torch.cat(parts, dim=0))
+    return gathered
+
+
+def gather_varlen(tensor: torch.Tensor) -> torch.Tensor:
+    """Gathers tensors whose first dimension differs across processes.
+
+    Every process gets the rank-ordered concatenation along dim 0; the other
+    dimensions and the dtype must agree. Use it to collect per-video results
+    when processes hold different numbers of videos.
+
+    Args:
+        tensor: this process's part, shape (n_rank, ...); n_rank may be 0.
+
+    Returns:
+        Tensor: shape (sum of n_rank, ...), on every process.
+    """
+    world_size = get_world_size()
+    if world_size == 1:
+        return tensor
+    length = torch.tensor([tensor.shape[0]], dtype=torch.long, device=tensor.device)
+    lengths = [torch.empty_like(length) for _ in range(world_size)]
+    dist.all_gather(lengths, length)
+    sizes = [int(n.item()) for n in lengths]
+    max_len = max(sizes)
+    if max_len == 0:
+        return tensor
+    padded = tensor.new_zeros((max_len,) + tuple(tensor.shape[1:]))
+    padded[: tensor.shape[0]] = tensor
+    parts = [torch.empty_like(padded) for _ in range(world_size)]
+    dist.all_gather(parts, padded)
+    return torch.cat([part[:n] for part, n in zip(parts, sizes)], dim=0)
+
+
+def global_rank(shard_id: int, num_procs: int, local_rank: int) -> int:
+    """Returns the global rank of process ``local_rank`` on machine ``shard_id``."""
+    return shard_id * num_procs + local_rank
+
+
+def procs_per_machine(cfg: CfgNode) -> int:
+    """Returns the processes per machine: NUM_GPUS, or NUM_CPU_PROCS on CPU."""
+    return cfg.NUM_GPUS if cfg.NUM_GPUS > 0 else cfg.NUM_CPU_PROCS
+
+
+def _worker(
+    local_rank: int,
+    func: JobFunc,
+    cfg: CfgNode,
+    init_method: str,
+    shard_id: int,
+    num_procs: int,
+    num_shards: int,
+    backend: str,
+    use_cuda: bool,
+) -> None:
+    """Entry point of one spawned process: joins the group, runs, leaves."""
+    world_size = num_procs * num_shards
+    rank = global_rank(shard_id, num_procs, local_rank)
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    init_process_group(backend, init_method, world_size, rank)
+    try:
+        func(cfg, rank, world_size)
+    finally:
+        dist.destroy_process_group()
+
+
+def launch_job(
+    cfg: CfgNode,
+    init_method: str,
+    func: JobFunc,
+    num_procs: Optional[int] = None,
+    shard_id: Optional[int] = None,
+    num_shards: Optional[int] = None,
+    daemon: bool = False,
+) -> None:
+    """Runs ``func(cfg, rank, world_size)`` on every process of this machine.
+
+    With one process in total, ``func`` runs here without a process group.
+    Otherwise ``num_procs`` processes are spawned; each joins the group (gloo
+    on CPU, ``cfg.DIST_BACKEND`` on GPU after selecting GPU ``local_rank``),
+    runs ``func`` and leaves the group. An exception in a child is re-raised
+    here (``torch.multiprocessing.ProcessRaisedException``) with its traceback.
+
+    Args:
+        cfg: the frozen config (picklable); passed unchanged to ``func``.
+        init_method: rendezvous URL shared by all machines.
+        func: a module-level (picklable) function ``func(cfg, rank, world)``.
+        num_procs: processes on this machine (default: NUM_GPUS, or
+            NUM_CPU_PROCS when NUM_GPUS is 0).
+        shard_id: index of this machine (default: cfg.SHARD_ID).
+        num_shards: number of machines (default: cfg.NUM_SHARDS).
+        daemon: spawn the processes as daemons.
+    """
+    num_procs = procs_per_machine(cfg) if num_procs is None else num_procs
+    shard_id = cfg.SHARD_ID if shard_id is None else shard_id
+    num_shards = cfg.NUM_SHARDS if num_shards is None else num_shards
+    if num_procs * num_shards == 1:
+        func(cfg, 0, 1)
+        return
+    use_cuda = cfg.NUM_GPUS > 0
+    backend = cfg.DIST_BACKEND if use_cuda else "gloo"
+    logger.info(
+        "Spawning %d %s processes (machine %d of %d, backend %s)",
+        num_procs,
+        "GPU" if use_cuda else "CPU",
+        shard_id,
+        num_shards,
+        backend,
+    )
+    mp.spawn(
+        _worker,
+        args=(
+            func,
+            cfg,
+            init_method,
+            shard_id,
+            num_procs,
+            num_shards,
+            backend,
+            use_cuda,
+        ),
+        nprocs=num_procs,
+        daemon=daemon,
+    )

@@ -1,0 +1,117 @@
+"""Config loading through the command line: errors, overrides, merge order."""
+
+import glob
+import os
+
+import pytest
+
+from slowfast.config import ConfigError, load_config
+from slowfast.utils.parser import load_config_from_args, parse_args
+
+
+def _write(path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def _load(argv):
+    return load_config_from_args(parse_args(argv))
+
+
+def test_unknown_key_names_key_and_file(tmp_path):
+    path = _write(tmp_path / "bad.yaml", "SOLVER:\n  BASE_LRR: 0.1\n")
+    with pytest.raises(ConfigError) as err:
+        _load(["--cfg", path])
+    message = str(err.value)
+    assert path in message and "SOLVER.BASE_LRR" in message
+    assert "SOLVER.BASE_LR" in message.split("did you mean")[1]
+
+
+def test_wrong_type_names_key(tmp_path):
+    path = _write(tmp_path / "typed.yaml", "TRAIN:\n  BATCH_SIZE: sixteen\n")
+    with pytest.raises(ConfigError, match="TRAIN.BATCH_SIZE expects int") as err:
+        _load(["--cfg", path])
+    assert path in str(err.value)
+    with pytest.raises(ConfigError, match="command line: SOLVER.STEPS expects list"):
+        _load(["SOLVER.STEPS", "3"])
+
+
+@pytest.mark.parametrize(
+    "key, value, why",
+    [
+        ("MODEL.ARCH", "foo", "must be one of"),
+        ("SOLVER.STEPS", "[0, 5, 3]", "strictly increasing"),
+        ("SHARD_ID", "3", "must be < NUM_SHARDS"),
+    ],
+)
+def test_bad_value_names_key(key, value, why):
+    with pytest.raises(ConfigError) as err:
+        _load([key, value])
+    message = str(err.value)
+    assert message.startswith(f"{key} = ") and why in message
+    assert "\n" not in message
+
+
+def test_overrides_trailing_and_opts():
+    args = parse_args(["SOLVER.BASE_LR", "0.5", "--opts", "NUM_GPUS", "0"])
+    assert args.opts == ["SOLVER.BASE_LR", "0.5", "NUM_GPUS", "0"]
+    cfg = load_config_from_args(args)
+    assert cfg.SOLVER.BASE_LR == 0.5 and cfg.NUM_GPUS == 0
+
+    cfg = _load(["--opts", "SOLVER.STEPS", "[0, 10]", "SOLVER.MAX_EPOCH", "20"])
+    assert list(cfg.SOLVER.STEPS) == [0, 10] and cfg.SOLVER.MAX_EPOCH == 20
+    cfg = _load(["DATA.MEAN", "[0.1, 0.2, 0.3]", "OUTPUT_DIR", "/tmp/x y"])
+    assert list(cfg.DATA.MEAN) == [0.1, 0.2, 0.3] and cfg.OUTPUT_DIR == "/tmp/x y"
+
+    with pytest.raises(ConfigError, match="has no value"):
+        _load(["SOLVER.BASE_LR"])
+
+
+def test_cfg_files_merge_in_order(tmp_path):
+    a = _write(tmp_path / "a.yaml", "SOLVER:\n  BASE_LR: 0.2\n  MAX_EPOCH: 7\n")
+    b = _write(tmp_path / "b.yaml", "SOLVER:\n  BASE_LR: 0.3\n")
+    for argv in (["--cfg", a, "--cfg", b], ["--cfg", a, b], ["--cfg_files", a, b]):
+        args = parse_args(argv + ["TRAIN.BATCH_SIZE", "4"])
+        assert args.cfg_files == [a, b] and args.opts == ["TRAIN.BATCH_SIZE", "4"]
+        cfg = load_config_from_args(args)
+        assert cfg.SOLVER.BASE_LR == 0.3 and cfg.SOLVER.MAX_EPOCH == 7
+        assert cfg.TRAIN.BATCH_SIZE == 4
+    cfg = _load(["--cfg", b, "--cfg", a])
+    assert cfg.SOLVER.BASE_LR == 0.2
+    # Overrides win over every file.
+    assert _load(["--cfg", a, "SOLVER.BASE_LR", "0.9"]).SOLVER.BASE_LR == 0.9
+
+
+def test_missing_cfg_file_names_file(tmp_path):
+    missing = str(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match=f"{missing}: config file not found"):
+        _load(["--cfg", missing])
+
+
+def test_shard_arguments_become_overrides():
+    args = parse_args(["--num_shards", "4", "--shard_id", "3", "NUM_SHARDS", "2"])
+    assert args.num_shards == 4 and args.shard_id == 3
+    cfg = load_config_from_args(args)
+    assert cfg.NUM_SHARDS == 4 and cfg.SHARD_ID == 3 and cfg.is_frozen()
+    with pytest.raises(ConfigError, match="SHARD_ID = 4"):
+        _load(["--num_shards", "2", "--shard_id", "4"])
+    defaults = _load([])
+    assert defaults.NUM_SHARDS == 1 and defaults.SHARD_ID == 0
+
+
+def test_frozen_config_refuses_mutation():
+    cfg = _load([])
+    assert cfg.is_frozen()
+    with pytest.raises(AttributeError):
+        cfg.SOLVER.BASE_LR = 1.0
+    with pytest.raises(AttributeError):
+        cfg.NUM_GPUS = 3
+    assert cfg.SOLVER.BASE_LR == load_config().SOLVER.BASE_LR
+
+
+def test_every_reference_config_loads(reference_dir):
+    paths = sorted(glob.glob(os.path.join(reference_dir, "configs", "*.yaml")))
+    assert paths, "no reference configs found"
+    for path in paths:
+        cfg = _load(["--cfg", path, "NUM_GPUS", "0"])
+        assert cfg.is_frozen() and cfg.NUM_GPUS == 0, path

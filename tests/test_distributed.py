@@ -1,0 +1,101 @@
+"""Distributed helpers: single-process fallbacks and a 2-process CPU launch."""
+
+import os
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from slowfast.config import load_config
+from slowfast.utils import distributed as du
+
+# Rows contributed by each rank to the uneven gather.
+ROWS = {0: 1, 1: 3}
+
+
+def _collectives_job(cfg, rank, world_size):
+    """Runs in each spawned process; writes what it saw for the parent to check."""
+    assert du.get_rank() == rank and du.get_world_size() == world_size
+    assert du.is_master_proc() == (rank == 0)
+    (mean,) = du.all_reduce_mean([torch.tensor([float(rank + 1), 10.0 * rank])])
+    (gathered,) = du.all_gather_tensors([torch.full((2,), float(rank))])
+    part = torch.arange(ROWS[rank] * 2, dtype=torch.float32).view(-1, 2) + 100 * rank
+    varlen = du.gather_varlen(part)
+    empty = du.gather_varlen(torch.zeros(0, 2) if rank == 0 else torch.ones(1, 2))
+    torch.save(
+        {
+            "rank": rank,
+            "world_size": world_size,
+            "mean": mean,
+            "gathered": gathered,
+            "varlen": varlen,
+            "empty": empty,
+        },
+        os.path.join(cfg.OUTPUT_DIR, f"rank{rank}.pyth"),
+    )
+
+
+def _failing_job(cfg, rank, world_size):
+    if rank == 1:
+        raise ValueError("rank 1 failed on purpose")
+
+
+def _single_job(cfg, rank, world_size):
+    assert not du.is_initialized()
+    with open(os.path.join(cfg.OUTPUT_DIR, "single.txt"), "w") as f:
+        f.write(f"{rank} {world_size}")
+
+
+def _cpu_cfg(tmp_path, procs):
+    return load_config(
+        [], ["NUM_GPUS", "0", "NUM_CPU_PROCS", str(procs), "OUTPUT_DIR", str(tmp_path)]
+    )
+
+
+def test_single_process_fallbacks():
+    assert du.get_world_size() == 1 and du.get_rank() == 0 and du.is_master_proc()
+    x = torch.arange(3.0)
+    assert du.all_reduce_mean([x])[0] is x
+    assert du.all_gather_tensors([x])[0] is x
+    assert du.gather_varlen(x) is x
+
+
+def test_rank_layout():
+    assert [du.global_rank(1, 4, r) for r in range(4)] == [4, 5, 6, 7]
+    cfg = load_config([], ["NUM_GPUS", "0", "NUM_CPU_PROCS", "3"])
+    assert du.procs_per_machine(cfg) == 3
+    assert du.procs_per_machine(load_config([], ["NUM_GPUS", "2"])) == 2
+
+
+def test_launch_single_process_runs_in_process(tmp_path):
+    du.launch_job(_cpu_cfg(tmp_path, 1), "tcp://localhost:1", _single_job)
+    assert (tmp_path / "single.txt").read_text() == "0 1"
+
+
+def test_two_process_cpu_launch(tmp_path):
+    cfg = _cpu_cfg(tmp_path, 2)
+    init = f"file://{tmp_path / 'rendezvous'}"
+    du.launch_job(cfg, init, _collectives_job)
+    expected_varlen = torch.cat(
+        [
+            torch.arange(ROWS[r] * 2, dtype=torch.float32).view(-1, 2) + 100 * r
+            for r in (0, 1)
+        ]
+    )
+    for rank in (0, 1):
+        seen = torch.load(tmp_path / f"rank{rank}.pyth", weights_only=True)
+        assert seen["rank"] == rank and seen["world_size"] == 2
+        torch.testing.assert_close(seen["mean"], torch.tensor([1.5, 5.0]))
+        torch.testing.assert_close(seen["gathered"], torch.tensor([0.0, 0, 1, 1]))
+        assert seen["varlen"].shape == (4, 2)
+        torch.testing.assert_close(seen["varlen"], expected_varlen)
+        torch.testing.assert_close(seen["empty"], torch.ones(1, 2))
+
+
+def test_child_error_propagates_with_traceback(tmp_path):
+    cfg = _cpu_cfg(tmp_path, 2)
+    init = f"file://{tmp_path / 'rendezvous'}"
+    with pytest.raises(mp.ProcessRaisedException) as err:
+        du.launch_job(cfg, init, _failing_job)
+    assert "ValueError: rank 1 failed on purpose" in str(err.value)
+    assert "_failing_job" in str(err.value)

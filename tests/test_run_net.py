@@ -1,0 +1,156 @@
+"""tools/run_net.py: argument parsing, config errors, the model-info run."""
+
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from slowfast.utils.logging import format_json_stats, log_json_stats, setup_logging
+from slowfast.utils.parser import parse_args
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
+
+
+@pytest.fixture
+def restore_logging():
+    """Undoes setup_logging: removes its handlers, restores the root level."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level)
+
+
+def _run_net_module():
+    spec = importlib.util.spec_from_file_location("run_net", RUN_NET)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_reference_arguments_and_defaults():
+    args = parse_args([])
+    assert args.cfg_files == [] and args.opts == []
+    assert args.init_method == "tcp://localhost:9999"
+    assert args.num_shards is None and args.shard_id is None
+
+    args = parse_args(
+        [
+            "--cfg", "a.yaml",
+            "--init_method", "tcp://host:1234",
+            "--num_shards", "2",
+            "--shard_id", "1",
+            "TRAIN.ENABLE", "False",
+            "--opts", "NUM_GPUS", "0",
+        ]
+    )  # fmt: skip
+    assert args.cfg_files == ["a.yaml"]
+    assert args.init_method == "tcp://host:1234"
+    assert (args.num_shards, args.shard_id) == (2, 1)
+    assert args.opts == ["TRAIN.ENABLE", "False", "NUM_GPUS", "0"]
+
+
+def test_option_after_overrides_is_rejected(capsys):
+    with pytest.raises(SystemExit) as err:
+        parse_args(["NUM_GPUS", "0", "--num_shards", "2"])
+    assert err.value.code == 2
+    assert "--num_shards must come before" in capsys.readouterr().err
+
+
+def test_bad_config_prints_one_line_and_exits_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("MODEL:\n  ARCH: foo\n")
+    result = subprocess.run(
+        [sys.executable, RUN_NET, "--cfg", str(bad)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: MODEL.ARCH = 'foo'")
+    assert str(bad) in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_main_unknown_key_returns_2(capsys):
+    run_net = _run_net_module()
+    assert run_net.main(["SOLVER.BASE_LRR", "0.1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [err[0]] and err[0].startswith("error: command line: unknown")
+
+
+def test_main_logs_model_info(tmp_path, caplog, restore_logging):
+    run_net = _run_net_module()
+    argv = [
+        "NUM_GPUS", "0",
+        "OUTPUT_DIR", str(tmp_path),
+        "MODEL.ARCH", "slow",
+        "MODEL.MODEL_NAME", "ResNet",
+        "MODEL.NUM_CLASSES", "3",
+        "RESNET.WIDTH_PER_GROUP", "4",
+        "DATA.INPUT_CHANNEL_NUM", "[3]",
+        "DATA.NUM_FRAMES", "4",
+        "DATA.TEST_CROP_SIZE", "32",
+    ]  # fmt: skip
+    with caplog.at_level(logging.INFO):
+        assert run_net.main(argv) == 0
+    assert "Params:" in caplog.text and "FLOPs:" in caplog.text
+    assert "Params:" in (tmp_path / "stdout.log").read_text()
+
+
+def test_setup_logging_ranks_and_idempotence(tmp_path, capsys, restore_logging):
+    log = logging.getLogger("slowfast.test")
+    setup_logging(str(tmp_path), rank=0)
+    setup_logging(str(tmp_path), rank=0)
+    log.info("hello from rank 0")
+    out = capsys.readouterr().out
+    assert out.count("hello from rank 0") == 1
+    assert (tmp_path / "stdout.log").read_text().count("hello from rank 0") == 1
+
+    other = tmp_path / "other"
+    setup_logging(str(other), rank=1)
+    log.info("quiet info")
+    log.warning("loud warning")
+    out = capsys.readouterr().out
+    assert "quiet info" not in out and "[rank 1]" in out and "loud warning" in out
+    assert not other.exists()
+
+
+def test_json_stats_line_and_file(tmp_path, caplog):
+    stats = {
+        "_type": "train_epoch",
+        "epoch": "3/10",
+        "loss": 1.234567891,
+        "lr": torch.tensor(0.1),
+        "top1_err": 45.0,
+        "iter": 7,
+        "per_class": [0.333333333, 1e-9],
+    }
+    line = format_json_stats(stats)
+    assert json.loads(line) == {
+        "_type": "train_epoch",
+        "epoch": "3/10",
+        "loss": 1.23457,
+        "lr": 0.1,
+        "top1_err": 45.0,
+        "iter": 7,
+        "per_class": [0.333333, 1e-9],
+    }
+    with caplog.at_level(logging.INFO):
+        log_json_stats(stats, str(tmp_path), rank=0)
+        log_json_stats(stats, str(tmp_path / "rank1"), rank=1)
+    assert f"json_stats: {line}" in caplog.text
+    assert (tmp_path / "json_stats.log").read_text() == line + "\n"
+    assert not (tmp_path / "rank1").exists()
