@@ -1,0 +1,84 @@
+"""Reads the frozen config into the explicit fields of a ``MultigridSchedule``."""
+
+from __future__ import annotations
+
+from fvcore.common.config import CfgNode
+
+from slowfast.multigrid.long_cycle import ScheduleEntry, plan_long_cycle
+from slowfast.solver.lr_policy import LrPolicy
+
+
+def schedule_fields(cfg: CfgNode, num_procs: int) -> dict:
+    """Returns the constructor arguments of ``MultigridSchedule`` for a run.
+
+    Args:
+        cfg: the frozen config (read only).
+        num_procs: number of training processes.
+
+    Returns:
+        dict: field name -> value; the long cycle and its LR solver resolved.
+
+    Raises:
+        ValueError: SOLVER.STEPS not increasing or too short for the long
+            cycle, or a long-cycle shape with no frames (one line, names the key).
+    """
+    solver, mg = cfg.SOLVER, cfg.MULTIGRID
+    steps = [int(s) if float(s).is_integer() else s for s in solver.STEPS]
+    if any(a >= b for a, b in zip(steps, steps[1:])):
+        raise ValueError(f"SOLVER.STEPS = {steps}: must be strictly increasing")
+    policy = LrPolicy(
+        name=solver.LR_POLICY,
+        base_lr=solver.BASE_LR,
+        max_epoch=solver.MAX_EPOCH,
+        steps=tuple(steps),
+        lrs=tuple(solver.LRS),
+        gamma=solver.GAMMA,
+        step_size=solver.STEP_SIZE,
+        end_lr=solver.COSINE_END_LR,
+        warmup_epochs=solver.WARMUP_EPOCHS,
+        warmup_start_lr=solver.WARMUP_START_LR,
+    )
+    shape = dict(base_frames=cfg.DATA.NUM_FRAMES, base_crop=cfg.DATA.TRAIN_CROP_SIZE)
+    short = dict(
+        short_cycle=mg.SHORT_CYCLE,
+        short_factors=tuple(mg.SHORT_CYCLE_FACTORS),
+        short_mode=mg.SHORT_CYCLE_CROP_MODE,
+    )
+    if mg.LONG_CYCLE:
+        entries, policy, scale = plan_long_cycle(
+            policy,
+            epoch_factor=mg.EPOCH_FACTOR,
+            long_factors=mg.LONG_CYCLE_FACTORS,
+            **shape,
+            **short,
+        )
+    else:
+        frames, crop, scale = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE, False
+        entries = (ScheduleEntry(0, 1, frames, crop, solver.MAX_EPOCH),)
+    if cfg.BN.NORM_TYPE == "sub_batchnorm":
+        bn_default = (cfg.BN.NUM_SPLITS, 1)
+    elif cfg.BN.NORM_TYPE == "sync_batchnorm":
+        sync = cfg.BN.NUM_SYNC_DEVICES
+        bn_default = (1, num_procs if sync == 1 else sync)
+    else:
+        bn_default = (1, 1)
+    return dict(
+        entries=tuple(entries),
+        max_epoch=entries[-1].end_epoch,
+        policy=policy,
+        scale_lr_by_factor=scale,
+        base_batch=cfg.TRAIN.BATCH_SIZE,
+        num_frames=cfg.DATA.NUM_FRAMES,
+        crop_size=cfg.DATA.TRAIN_CROP_SIZE,
+        num_procs=num_procs,
+        long_cycle=mg.LONG_CYCLE,
+        short_cycle=mg.SHORT_CYCLE,
+        short_factors=short["short_factors"],
+        short_mode=short["short_mode"],
+        sampling_rate=cfg.DATA.SAMPLING_RATE,
+        long_cycle_sampling_rate=mg.LONG_CYCLE_SAMPLING_RATE,
+        train_jitter=tuple(cfg.DATA.TRAIN_JITTER_SCALES),
+        bn_base_size=mg.BN_BASE_SIZE,
+        bn_default=bn_default,
+        baseline_max_epoch=solver.MAX_EPOCH,
+    )

@@ -1,0 +1,80 @@
+"""Consistency checks of a ``MultigridSchedule``; each error is one line naming
+the config key and value at fault."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slowfast.multigrid.schedule import MultigridSchedule
+
+logger = logging.getLogger(__name__)
+
+
+def check_structure(schedule: MultigridSchedule) -> None:
+    """Checks process count, batch divisibility, frames and BN splits.
+
+    Args:
+        schedule: the schedule (called from its constructor).
+
+    Raises:
+        ValueError: a global batch not divisible by the number of processes, a
+            shape with no frames, or a BN split count that does not divide a
+            per-process batch.
+    """
+    s = schedule
+    if s.num_procs < 1:
+        raise ValueError(f"num_procs = {s.num_procs}: must be >= 1")
+    if s.base_batch % s.num_procs:
+        raise ValueError(
+            f"TRAIN.BATCH_SIZE = {s.base_batch}: global batch not divisible by "
+            f"the number of processes ({s.num_procs})"
+        )
+    multigrid = s.long_cycle or s.short_cycle
+    for index, entry in enumerate(s.entries):
+        if entry.num_frames < 1:
+            raise ValueError(
+                f"MULTIGRID.LONG_CYCLE_FACTORS: schedule entry {index} has "
+                f"{entry.num_frames} frames (needs at least 1)"
+            )
+        if entry.end_epoch <= (s.entries[index - 1].end_epoch if index else 0):
+            logger.warning("multigrid entry %d %s has no epochs", index, entry)
+        splits = s.bn_groups(entry)[0]
+        for _, frames, crop, factor in s.cycle(entry):
+            per_proc = s.base_batch * factor // s.num_procs
+            if per_proc % splits:
+                key = "MULTIGRID.BN_BASE_SIZE" if multigrid else "BN.NUM_SPLITS"
+                value = s.bn_base_size if multigrid else splits
+                raise ValueError(
+                    f"{key} = {value}: {splits} BN splits do not divide the "
+                    f"per-process batch of {per_proc} clips at shape "
+                    f"{frames}x{crop} (entry {index})"
+                )
+
+
+def check_crops(schedule: MultigridSchedule, min_crop: int) -> None:
+    """Checks that every crop of the schedule is at least ``min_crop``.
+
+    Args:
+        schedule: the schedule.
+        min_crop: the network's total spatial stride (e.g. 32).
+
+    Raises:
+        ValueError: a crop below ``min_crop``, naming the config key.
+    """
+    s = schedule
+    for index, entry in enumerate(s.entries):
+        for short_index, _, crop, _ in s.cycle(entry):
+            if crop >= min_crop:
+                continue
+            if short_index in (0, 1):
+                key, value = "MULTIGRID.SHORT_CYCLE_FACTORS", list(s.short_factors)
+            elif s.long_cycle:
+                key = "MULTIGRID.LONG_CYCLE_FACTORS"
+                value = f"entry {index} at {entry.num_frames}x{entry.crop_size}"
+            else:
+                key, value = "DATA.TRAIN_CROP_SIZE", s.crop_size
+            raise ValueError(
+                f"{key} = {value}: crop {crop} is below the network stride {min_crop}"
+            )

@@ -1,0 +1,214 @@
+"""Mini-batch shape arithmetic of multigrid training (Wu et al., CVPR 2020).
+
+A clip of ``T`` frames and ``S x S`` pixels is the video resampled on a
+sampling grid; a coarser grid gives ``t x s x s`` and the batch grows so that
+``b * t * s^2 = B * T * S^2`` (eq. 1 of the paper), rounded to an integer
+factor of the base batch. Everything here is a pure function of numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True)
+class IterShape:
+    """What one training iteration uses.
+
+    Attributes:
+        batch_size: global clips in the iteration (all processes).
+        per_proc_batch: clips per process.
+        num_frames: frames per clip.
+        crop_size: spatial crop.
+        long_factor: long-cycle batch factor of the current entry.
+        short_index: short-cycle shape 0 or 1, 2 for the entry's base shape,
+            -1 when the short cycle is off.
+        sampling_rate: ``(low, high)`` range of the temporal stride.
+        jitter_scales: ``(low, high)`` range of the random short side.
+        bn_splits: BN groups per process (sub-batch-norm splits).
+    """
+
+    batch_size: int
+    per_proc_batch: int
+    num_frames: int
+    crop_size: int
+    long_factor: int
+    short_index: int
+    sampling_rate: tuple
+    jitter_scales: tuple
+    bn_splits: int
+
+
+def batch_factor(num_frames: int, crop: int, base_frames: int, base_crop: int) -> int:
+    """Returns the batch factor of a ``t x s x s`` shape (eq. 1, rounded).
+
+    Args:
+        num_frames: frames ``t`` of the shape.
+        crop: spatial size ``s`` of the shape.
+        base_frames: frames ``T`` of the base shape (DATA.NUM_FRAMES).
+        base_crop: spatial size ``S`` of the base shape (DATA.TRAIN_CROP_SIZE).
+
+    Returns:
+        int: ``round(T * S^2 / (t * s^2))``, at least 1.
+    """
+    return max(
+        1, int(round(exact_batch_factor(num_frames, crop, base_frames, base_crop)))
+    )
+
+
+def exact_batch_factor(
+    num_frames: int, crop: int, base_frames: int, base_crop: int
+) -> float:
+    """Returns ``T * S^2 / (t * s^2)`` without rounding (eq. 1 of the paper).
+
+    Args:
+        num_frames: frames ``t`` of the shape.
+        crop: spatial size ``s`` of the shape.
+        base_frames: frames ``T`` of the base shape.
+        base_crop: spatial size ``S`` of the base shape.
+
+    Returns:
+        float: the ideal batch factor.
+    """
+    return base_frames * base_crop**2 / float(num_frames * crop**2)
+
+
+def long_cycle_shapes(
+    base_frames: int, base_crop: int, factors: Sequence[Sequence[float]]
+) -> list[tuple[int, int]]:
+    """Returns the long-cycle base shapes ``(t, s)``.
+
+    Args:
+        base_frames: DATA.NUM_FRAMES.
+        base_crop: DATA.TRAIN_CROP_SIZE.
+        factors: MULTIGRID.LONG_CYCLE_FACTORS, ``(temporal, spatial)`` pairs.
+
+    Returns:
+        list: ``(round(T * tf), round(S * sf))`` per pair, in order.
+
+    Raises:
+        ValueError: a shape with fewer than one frame or pixel.
+    """
+    shapes = []
+    for t_factor, s_factor in factors:
+        frames = int(round(base_frames * t_factor))
+        crop = int(round(base_crop * s_factor))
+        if frames < 1 or crop < 1:
+            raise ValueError(
+                f"MULTIGRID.LONG_CYCLE_FACTORS = {[list(f) for f in factors]}: "
+                f"({t_factor}, {s_factor}) gives a {frames}x{crop} shape for "
+                f"DATA.NUM_FRAMES = {base_frames}, DATA.TRAIN_CROP_SIZE = "
+                f"{base_crop} (needs at least 1 frame and 1 pixel)"
+            )
+        shapes.append((frames, crop))
+    return shapes
+
+
+def short_cycle_crops(
+    factors: Sequence[float], mode: str, train_crop: int, long_crop: int
+) -> tuple[int, ...]:
+    """Returns the crops of the two short-cycle shapes.
+
+    Args:
+        factors: MULTIGRID.SHORT_CYCLE_FACTORS.
+        mode: MULTIGRID.SHORT_CYCLE_CROP_MODE, ``"absolute"`` (factors of
+            ``train_crop``, the reference) or ``"relative"`` (factors of
+            ``long_crop``, the paper).
+        train_crop: DATA.TRAIN_CROP_SIZE.
+        long_crop: crop of the current long-cycle shape.
+
+    Returns:
+        tuple: one crop per factor.
+
+    Raises:
+        ValueError: an unknown mode or a crop below one pixel.
+    """
+    if mode == "absolute":
+        ref = train_crop
+    elif mode == "relative":
+        ref = long_crop
+    else:
+        raise ValueError(
+            f"MULTIGRID.SHORT_CYCLE_CROP_MODE = {mode!r}: must be 'absolute' "
+            "or 'relative'"
+        )
+    crops = tuple(int(round(f * ref)) for f in factors)
+    if min(crops) < 1:
+        raise ValueError(
+            f"MULTIGRID.SHORT_CYCLE_FACTORS = {list(factors)}: gives crops "
+            f"{list(crops)} from {ref} (needs at least 1 pixel)"
+        )
+    return crops
+
+
+def sampling_rate_range(
+    num_frames: int, base_frames: int, sampling_rate: int, long_cycle_rate: int = 0
+) -> tuple[int, int]:
+    """Returns the range of the temporal stride for ``num_frames`` frames.
+
+    A clip of ``t < T`` frames is drawn with a stride picked uniformly in the
+    range, up to the stride that spans as many frames as the base clip.
+
+    Args:
+        num_frames: frames ``t`` of the shape.
+        base_frames: DATA.NUM_FRAMES.
+        sampling_rate: DATA.SAMPLING_RATE.
+        long_cycle_rate: MULTIGRID.LONG_CYCLE_SAMPLING_RATE (0: derive the
+            upper end as ``sampling_rate * T / t``).
+
+    Returns:
+        tuple: ``(low, high)`` inclusive; ``(rate, rate)`` at ``t >= T``.
+    """
+    if num_frames >= base_frames:
+        return (sampling_rate, sampling_rate)
+    if long_cycle_rate > 0:
+        high = long_cycle_rate
+    else:
+        high = int(round(sampling_rate * base_frames / num_frames))
+    return (sampling_rate, max(sampling_rate, high))
+
+
+def jitter_scales(scales: Sequence[int], crop: int, base_crop: int) -> tuple[int, int]:
+    """Returns the short-side jitter range for a crop.
+
+    A smaller crop of the same field of view comes from a smaller frame, so
+    the lower end of the jitter shrinks by ``crop / base_crop``.
+
+    Args:
+        scales: DATA.TRAIN_JITTER_SCALES ``[min, max]``.
+        crop: crop of the shape.
+        base_crop: DATA.TRAIN_CROP_SIZE.
+
+    Returns:
+        tuple: ``(round(min * crop / base_crop), max)``.
+    """
+    low = int(round(scales[0] * crop / base_crop))
+    return (low, max(low, int(scales[1])))
+
+
+def bn_layout(
+    per_proc_batch: int, num_procs: int, bn_base_size: int
+) -> tuple[int, int]:
+    """Returns how BN statistics are grouped at a long-cycle shape.
+
+    Args:
+        per_proc_batch: clips per process at the long-cycle shape.
+        num_procs: number of training processes.
+        bn_base_size: MULTIGRID.BN_BASE_SIZE, clips per BN group.
+
+    Returns:
+        tuple: ``(splits, sync_size)``. ``splits = per_proc_batch //
+        bn_base_size`` when at least 1 (``sync_size`` 1). Otherwise
+        ``splits`` is 1 and statistics are synced over ``sync_size``
+        processes: the smallest divisor of ``num_procs`` that is at least
+        ``ceil(bn_base_size / per_proc_batch)`` (so the groups tile the
+        processes), capped at ``num_procs``.
+    """
+    splits = per_proc_batch // bn_base_size
+    if splits >= 1:
+        return splits, 1
+    need = min(num_procs, math.ceil(bn_base_size / per_proc_batch))
+    sync = next(d for d in range(need, num_procs + 1) if num_procs % d == 0)
+    return 1, sync

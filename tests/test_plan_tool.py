@@ -1,0 +1,82 @@
+"""Tests of tools/plan_multigrid.py, run as a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO_ROOT
+
+TOOL = os.path.join(REPO_ROOT, "tools", "plan_multigrid.py")
+KINETICS = "Kinetics_SLOWFAST_8x8_R50_stepwise_multigrid.yaml"
+SMALL_OPTS = [
+    "MULTIGRID.LONG_CYCLE", "True",
+    "MULTIGRID.SHORT_CYCLE", "True",
+    "SOLVER.LR_POLICY", "steps_with_relative_lrs",
+    "SOLVER.STEPS", "[0, 10, 15]",
+    "SOLVER.LRS", "[1, 0.1, 0.01]",
+    "SOLVER.MAX_EPOCH", "20",
+]  # fmt: skip
+
+
+def _run(*args):
+    return subprocess.run(
+        [sys.executable, TOOL, *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
+
+
+def test_json_golden_kinetics(reference_dir):
+    cfg = os.path.join(reference_dir, "configs", KINETICS)
+    proc = _run("--cfg", cfg, "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["max_epoch"] == 358
+    assert round(info["iteration_ratio"], 2) == 3.43
+    schedule = [
+        (
+            e["lr_stage"],
+            e["batch_factor"],
+            e["num_frames"],
+            e["crop_size"],
+            e["end_epoch"],
+        )
+        for e in info["schedule"]
+    ]
+    assert schedule[:5] == [
+        (0, 8, 8, 158, 73),
+        (0, 4, 16, 158, 110),
+        (0, 2, 16, 224, 142),
+        (0, 1, 32, 224, 158),
+        (1, 8, 8, 158, 205),
+    ]
+    assert schedule[-1] == (3, 1, 32, 224, 358)
+    assert len(schedule) == 13
+
+
+def test_table_and_plot(tmp_path):
+    plot = tmp_path / "schedule.png"
+    proc = _run(
+        *SMALL_OPTS, "--num-procs", "2", "--dataset-size", "1000", "--plot", str(plot)
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("#"))
+    rows = lines[header + 2 : header + 2 + 9]  # 2 stages x 4 shapes + fine-tuning
+    assert rows[0].split()[2] == "long" and rows[-1].split()[2] == "fine-tune"
+    # Aligned columns: every row puts the "LR" column at the header's offset.
+    column = lines[header].index("LR")
+    assert all(row[column - 1] == " " and row[column] != " " for row in rows)
+    assert any("iteration ratio" in line for line in lines)
+    assert "1000 training clips" in proc.stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_value_fails_with_one_line():
+    proc = _run(*SMALL_OPTS, "TRAIN.BATCH_SIZE", "63", "--num-procs", "8")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert "TRAIN.BATCH_SIZE = 63" in proc.stderr

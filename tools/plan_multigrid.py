@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Prints the resolved multigrid schedule of a config, without data or GPUs.
+
+Usage:
+    python tools/plan_multigrid.py --cfg X.yaml [--cfg Y.yaml] [KEY VALUE ...]
+        [--num-procs N] [--dataset-size N] [--json] [--plot out.png] [--flops]
+
+One row per long-cycle entry: LR stage, phase, global batch (and its
+long-cycle factor), frames, crop, short-cycle crops, epochs, end epoch,
+iterations for ``--dataset-size`` training clips, LR (no warm-up), BN splits,
+BN sync group size and the cost of an iteration (relative to a baseline
+iteration, or GFLOPs with ``--flops``); then totals and the iteration ratio
+against the configured baseline. ``--json`` prints one JSON object instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from typing import Optional
+
+from slowfast.config import load_config
+from slowfast.multigrid import MultigridSchedule
+from slowfast.multigrid.report import format_table
+
+DEFAULT_DATASET_SIZE = 240000  # about Kinetics-400's training set
+
+
+def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
+    """Parses the command line.
+
+    Args:
+        argv: arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        argparse.Namespace: the options; ``opts`` holds the KEY VALUE pairs.
+    """
+    parser = argparse.ArgumentParser(
+        prog="plan_multigrid",
+        description="Print the resolved multigrid schedule of a config.",
+    )
+    parser.add_argument(
+        "--cfg", dest="cfg_files", action="append", default=[], help="config file"
+    )
+    parser.add_argument(
+        "--num-procs",
+        type=int,
+        default=None,
+        help="training processes (default: from NUM_GPUS/NUM_CPU_PROCS x NUM_SHARDS)",
+    )
+    parser.add_argument(
+        "--dataset-size",
+        type=int,
+        default=DEFAULT_DATASET_SIZE,
+        help=f"training clips for iteration counts (default {DEFAULT_DATASET_SIZE})",
+    )
+    parser.add_argument(
+        "--min-crop", type=int, default=32, help="network stride (default 32)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--plot", default="", help="write a plot (PNG) here")
+    parser.add_argument(
+        "--flops",
+        action="store_true",
+        help="estimate GFLOPs per iteration from the model (slow: builds it)",
+    )
+    parser.add_argument("opts", nargs="*", help="config overrides: KEY VALUE ...")
+    return parser.parse_intermixed_args(argv)
+
+
+def default_num_procs(cfg) -> int:
+    """Returns the world size a config asks for.
+
+    Args:
+        cfg: the loaded config.
+
+    Returns:
+        int: NUM_GPUS (or NUM_CPU_PROCS when NUM_GPUS is 0) times NUM_SHARDS.
+    """
+    per_machine = cfg.NUM_GPUS if cfg.NUM_GPUS > 0 else cfg.NUM_CPU_PROCS
+    return max(1, per_machine) * cfg.NUM_SHARDS
+
+
+def clip_gflops(cfg) -> Optional[float]:
+    """Returns the model's GFLOPs for one clip at the base train shape.
+
+    Args:
+        cfg: the loaded config.
+
+    Returns:
+        float or None: None when ``slowfast.utils.model_stats.gflops`` or
+        ``slowfast.models.build_model`` is not available.
+    """
+    for module in ("slowfast.utils.model_stats", "slowfast.models"):
+        if importlib.util.find_spec(module) is None:
+            return None
+    from slowfast.models import build_model
+    from slowfast.utils import model_stats
+
+    if not hasattr(model_stats, "gflops"):
+        return None
+    model = build_model(cfg)
+    return model_stats.gflops(model, cfg, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE)
+
+
+def main(argv: Optional[list] = None) -> int:
+    """Runs the tool.
+
+    Args:
+        argv: arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        int: exit status.
+    """
+    args = parse_args(argv)
+    try:
+        cfg = load_config(args.cfg_files, args.opts)
+        num_procs = args.num_procs or default_num_procs(cfg)
+        schedule = MultigridSchedule.from_cfg(cfg, num_procs, min_crop=args.min_crop)
+    except ValueError as err:
+        print(f"plan_multigrid: error: {err}", file=sys.stderr)
+        return 2
+    if args.plot:
+        from slowfast.multigrid.plot import plot_schedule
+
+        plot_schedule(schedule, args.plot, args.dataset_size)
+    if args.json:
+        print(json.dumps(schedule.to_dict(args.dataset_size)))
+        return 0
+    gflops = None
+    if args.flops:
+        gflops = clip_gflops(cfg)
+        if gflops is None:
+            print(
+                "plan_multigrid: --flops needs slowfast.utils.model_stats.gflops "
+                "and slowfast.models.build_model; printing relative cost",
+                file=sys.stderr,
+            )
+    sources = ", ".join(args.cfg_files) or "defaults"
+    print(f"config: {sources}" + (f" + {' '.join(args.opts)}" if args.opts else ""))
+    print(
+        f"base shape: {cfg.TRAIN.BATCH_SIZE} x {cfg.DATA.NUM_FRAMES} x "
+        f"{cfg.DATA.TRAIN_CROP_SIZE}^2 (global batch x frames x crop), "
+        f"{num_procs} processes, long cycle "
+        f"{'on' if schedule.long_cycle else 'off'}, short cycle "
+        f"{'on (' + schedule.short_mode + ' crops)' if schedule.short_cycle else 'off'}"
+    )
+    print(
+        f"iterations for {args.dataset_size} training clips (--dataset-size); "
+        "batch = global clips at the long-cycle shape; LR without warm-up"
+        + (f"; {gflops:.1f} GFLOPs per base clip" if gflops else "")
+    )
+    print(format_table(schedule, args.dataset_size, gflops))
+    if args.plot:
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
