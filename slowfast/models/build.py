@@ -1,0 +1,40 @@
+"""The model registry and ``build_model``."""
+
+import torch
+from fvcore.common.config import CfgNode
+from fvcore.common.registry import Registry
+from torch import nn
+
+MODEL_REGISTRY = Registry("MODEL")
+MODEL_REGISTRY.__doc__ = """Video models by MODEL.MODEL_NAME.
+
+A registered class is constructed as ``cls(cfg)`` and takes a list of pathway
+tensors [N, C, T, H, W] in its forward.
+"""
+
+
+def build_model(cfg: CfgNode) -> nn.Module:
+    """Builds the model named by MODEL.MODEL_NAME on the CPU.
+
+    Weights are initialised; with MODEL.CHANNELS_LAST_3D the model is converted
+    to the ``channels_last_3d`` memory format (its forward converts the inputs).
+    The caller moves the model to its device and wraps it for DDP.
+
+    Args:
+        cfg: the run's config.
+
+    Returns:
+        nn.Module: the model, in training mode.
+
+    Raises:
+        ValueError: MODEL.MODEL_NAME is not registered or the config does not
+            describe a valid model (the message names the key).
+    """
+    name = cfg.MODEL.MODEL_NAME
+    if name not in MODEL_REGISTRY:
+        known = sorted(k for k, _ in MODEL_REGISTRY)
+        raise ValueError(f"MODEL.MODEL_NAME = {name!r}: must be one of {known}")
+    model = MODEL_REGISTRY.get(name)(cfg)
+    if cfg.MODEL.CHANNELS_LAST_3D:
+        model = model.to(memory_format=torch.channels_last_3d)
+    return model

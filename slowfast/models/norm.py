@@ -1,0 +1,285 @@
+"""Batch norm layers: plain, sub-batch (split) and synchronised statistics.
+
+``batchnorm`` is ``nn.BatchNorm3d``; one class, :class:`SubBatchNorm3d`, serves
+both ``sub_batchnorm`` and ``sync_batchnorm``. It has the parameters and
+state-dict keys of a plain ``BatchNorm3d`` plus two runtime attributes:
+
+* ``num_splits``: at training, the local batch is split into this many
+  groups, each normalised with its own statistics. Clip ``i`` of the batch
+  belongs to split ``i % num_splits`` (the reference's layout). This is the
+  multigrid trick that keeps BN statistics over a fixed number of clips when
+  the batch grows at small shapes; it is a plain attribute, so it can change
+  at every iteration without rebuilding the model or the optimizer.
+* ``process_group``: ``None``, or a ``torch.distributed`` group over which the
+  per-split statistics are summed (synchronised BN, works with gloo on CPU).
+
+Running statistics are updated with the mean of the split means and the total
+variance (mean of split variances plus variance of split means, made unbiased
+over all elements as BN does). At eval the layer is a plain ``BatchNorm3d``.
+
+A deep copy of the layer shares its process group; a pickled layer drops it.
+"""
+
+import copy
+import functools
+from typing import Callable, Optional
+
+import torch
+import torch.distributed as dist
+from fvcore.common.config import CfgNode
+from torch import nn
+
+BN_EPS = 1e-5
+BN_MOMENTUM = 0.1
+
+NormFactory = Callable[[int], nn.Module]
+
+
+class SubBatchNorm3d(nn.BatchNorm3d):
+    """BatchNorm3d with per-split and optionally cross-process statistics.
+
+    Args:
+        num_features: number of channels.
+        eps: added to the variance.
+        momentum: running-statistics momentum (``None``: cumulative average).
+        affine: learn a per-channel scale and shift.
+        track_running_stats: keep running statistics.
+        num_splits: initial number of splits of the local batch.
+        process_group: initial group for synchronised statistics.
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = BN_EPS,
+        momentum: Optional[float] = BN_MOMENTUM,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        num_splits: int = 1,
+        process_group: Optional[dist.ProcessGroup] = None,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(
+            num_features,
+            eps=eps,
+            momentum=momentum,
+            affine=affine,
+            track_running_stats=track_running_stats,
+            device=device,
+            dtype=dtype,
+        )
+        self.num_splits = _check_splits(num_splits)
+        self.process_group = process_group
+
+    def __deepcopy__(self, memo: dict) -> "SubBatchNorm3d":
+        # A process group is a communicator handle: copies share it.
+        if self.process_group is not None:
+            memo[id(self.process_group)] = self.process_group
+        new = self.__class__.__new__(self.__class__)
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return new
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["process_group"] = None  # Process groups do not pickle.
+        return state
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, num_splits={self.num_splits}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalises ``x`` of shape [N, C, T, H, W].
+
+        Args:
+            x: the input batch.
+
+        Returns:
+            torch.Tensor: the normalised batch, same shape (and memory format).
+        """
+        if not self.training or (self.num_splits == 1 and self.process_group is None):
+            return super().forward(x)
+        self._check_input_dim(x)
+        return self._forward_split(x)
+
+    def _forward_split(self, x: torch.Tensor) -> torch.Tensor:
+        batch, channels = x.shape[0], x.shape[1]
+        splits = self.num_splits
+        if batch % splits:
+            raise ValueError(
+                f"SubBatchNorm3d: batch of {batch} clips is not divisible by "
+                f"num_splits={splits}"
+            )
+        # [N, C, ...] -> [N / k, k, C, ...]: clip i goes to split i % k (a view).
+        xs = x.unflatten(0, (batch // splits, splits))
+        dims = [0] + list(range(3, xs.dim()))
+        stats_in = xs if xs.dtype in (torch.float32, torch.float64) else xs.float()
+        var, mean = torch.var_mean(stats_in, dim=dims, correction=0)
+        count = torch.full_like(mean[:, :1], xs.numel() // (splits * channels))
+        if self.process_group is not None:
+            mean, var, count = _reduce_stats(mean, var, count, self.process_group)
+        if self.track_running_stats:
+            self._update_running_stats(mean.detach(), var.detach(), count)
+
+        scale = torch.rsqrt(var + self.eps)
+        shift = -mean * scale
+        if self.affine:
+            scale = scale * self.weight
+            shift = shift * self.weight + self.bias
+        shape = (1, splits, channels) + (1,) * (xs.dim() - 3)
+        scale = scale.to(x.dtype).view(shape)
+        shift = shift.to(x.dtype).view(shape)
+        return (xs * scale + shift).flatten(0, 1)
+
+    @torch.no_grad()
+    def _update_running_stats(
+        self, mean: torch.Tensor, var: torch.Tensor, count: torch.Tensor
+    ) -> None:
+        self.num_batches_tracked.add_(1)
+        if self.momentum is None:
+            factor = 1.0 / float(self.num_batches_tracked)
+        else:
+            factor = self.momentum
+        total_mean = mean.mean(0)
+        total_var = var.mean(0) + ((mean - total_mean) ** 2).mean(0)
+        total = float(count.sum())
+        total_var = total_var * (total / max(total - 1.0, 1.0))
+        dtype = self.running_mean.dtype
+        self.running_mean.mul_(1 - factor).add_(total_mean.to(dtype), alpha=factor)
+        self.running_var.mul_(1 - factor).add_(total_var.to(dtype), alpha=factor)
+
+
+class _AllReduceSum(torch.autograd.Function):
+    """Differentiable sum over a process group (its gradient is summed too)."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+        ctx.group = group
+        out = tensor.clone(memory_format=torch.contiguous_format)
+        dist.all_reduce(out, op=dist.ReduceOp.SUM, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple:
+        return _AllReduceSum.apply(grad, ctx.group), None
+
+
+def _reduce_stats(
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    count: torch.Tensor,
+    group: dist.ProcessGroup,
+) -> tuple:
+    """Sums per-split counts, sums and sums of squares over a process group.
+
+    The local statistics come in as (mean, biased variance, count) per split;
+    they are combined in float64 with a differentiable all-reduce, so the
+    backward pass also flows across processes.
+
+    Returns:
+        tuple: global (mean, biased variance, count) per split, in the input
+        dtype (count in float64).
+    """
+    dtype = mean.dtype
+    mean64, var64, count64 = mean.double(), var.double(), count.double()
+    local = torch.cat(
+        [mean64 * count64, (var64 + mean64 * mean64) * count64, count64], dim=1
+    )
+    total = _AllReduceSum.apply(local, group)
+    channels = mean.shape[1]
+    count_all = total[:, 2 * channels :]
+    mean_all = total[:, :channels] / count_all
+    var_all = (
+        total[:, channels : 2 * channels] / count_all - mean_all * mean_all
+    ).clamp(min=0.0)
+    return mean_all.to(dtype), var_all.to(dtype), count_all.detach()
+
+
+def _check_splits(num_splits: int) -> int:
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int):
+        raise TypeError(f"num_splits must be an int, got {num_splits!r}")
+    if num_splits < 1:
+        raise ValueError(f"num_splits must be >= 1, got {num_splits}")
+    return num_splits
+
+
+def get_norm(cfg: CfgNode) -> NormFactory:
+    """Returns the constructor of the norm layer chosen by BN.NORM_TYPE.
+
+    ``batchnorm`` builds ``nn.BatchNorm3d``; ``sub_batchnorm`` and
+    ``sync_batchnorm`` build :class:`SubBatchNorm3d` with BN.NUM_SPLITS splits
+    (the trainer sets the sync group). All use eps 1e-5 and momentum 0.1.
+
+    Args:
+        cfg: the run's config.
+
+    Returns:
+        Callable[[int], nn.Module]: builds a norm layer for a channel count.
+
+    Raises:
+        ValueError: an unknown BN.NORM_TYPE.
+    """
+    norm_type = cfg.BN.NORM_TYPE
+    if norm_type == "batchnorm":
+        return functools.partial(nn.BatchNorm3d, eps=BN_EPS, momentum=BN_MOMENTUM)
+    if norm_type in ("sub_batchnorm", "sync_batchnorm"):
+        return functools.partial(
+            SubBatchNorm3d,
+            eps=BN_EPS,
+            momentum=BN_MOMENTUM,
+            num_splits=cfg.BN.NUM_SPLITS,
+        )
+    raise ValueError(
+        f"BN.NORM_TYPE = {norm_type!r}: must be one of "
+        "['batchnorm', 'sub_batchnorm', 'sync_batchnorm']"
+    )
+
+
+def _set_on_sub_bn(model: nn.Module, name: str, value, needed: bool) -> int:
+    layers = [m for m in model.modules() if isinstance(m, SubBatchNorm3d)]
+    if needed and not layers:
+        plain = any(
+            isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()
+        )
+        if plain:
+            raise ValueError(
+                f"cannot set {name}={value!r}: the model has plain BatchNorm layers; "
+                "build it with BN.NORM_TYPE sub_batchnorm or sync_batchnorm"
+            )
+    for layer in layers:
+        setattr(layer, name, value)
+    return len(layers)
+
+
+def set_bn_splits(model: nn.Module, num_splits: int) -> int:
+    """Sets the number of BN splits of every SubBatchNorm3d in ``model``.
+
+    Args:
+        model: the model (DDP wrappers included).
+        num_splits: statistics are computed per ``batch / num_splits`` clips.
+
+    Returns:
+        int: the number of layers changed.
+
+    Raises:
+        ValueError: ``num_splits`` > 1 on a model with only plain BN layers.
+    """
+    num_splits = _check_splits(num_splits)
+    return _set_on_sub_bn(model, "num_splits", num_splits, num_splits > 1)
+
+
+def set_bn_process_group(model: nn.Module, group: Optional[dist.ProcessGroup]) -> int:
+    """Sets the group over which every SubBatchNorm3d syncs its statistics.
+
+    Args:
+        model: the model (DDP wrappers included).
+        group: a ``torch.distributed`` process group, or None for local stats.
+
+    Returns:
+        int: the number of layers changed.
+
+    Raises:
+        ValueError: a group is given for a model with only plain BN layers.
+    """
+    return _set_on_sub_bn(model, "process_group", group, group is not None)
