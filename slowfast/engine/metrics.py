@@ -1,0 +1,57 @@
+"""Top-k errors and mean average precision."""
+
+import logging
+from typing import Sequence
+
+import numpy as np
+import torch
+from sklearn.metrics import average_precision_score
+
+logger = logging.getLogger(__name__)
+
+
+def topk_errors(
+    scores: torch.Tensor, labels: torch.Tensor, ks: Sequence[int]
+) -> list[float]:
+    """Top-k error rates in percent.
+
+    Args:
+        scores: [N, K] class scores.
+        labels: [N] class indices.
+        ks: the k values (each is capped at K).
+
+    Returns:
+        One error rate (0-100) per k.
+    """
+    maxk = min(max(ks), scores.shape[1])
+    top = scores.topk(maxk, dim=1).indices
+    hits = top.eq(labels.view(-1, 1))
+    n = max(labels.numel(), 1)
+    return [100.0 * (1.0 - hits[:, : min(k, maxk)].any(1).sum().item() / n) for k in ks]
+
+
+def mean_average_precision(scores: torch.Tensor, targets: torch.Tensor) -> float:
+    """Mean over classes of the average precision, as the reference computes it.
+
+    Classes without any positive example are left out.
+
+    Args:
+        scores: [N, K] scores.
+        targets: [N, K] multi-hot targets.
+
+    Returns:
+        mAP in [0, 1].
+    """
+    scores_np = scores.float().cpu().numpy()
+    targets_np = targets.float().cpu().numpy()
+    keep = np.any(targets_np > 0, axis=0)
+    if not keep.any():
+        raise ValueError("mean average precision: no class has a positive example")
+    dropped = int((~keep).sum())
+    if dropped:
+        logger.info("mAP: %d classes without positives left out", dropped)
+    return float(
+        average_precision_score(
+            targets_np[:, keep], scores_np[:, keep], average=None
+        ).mean()
+    )

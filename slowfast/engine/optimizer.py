@@ -1,0 +1,55 @@
+"""SGD with BN parameters in their own group, and per-iteration LR setting."""
+
+import torch
+from fvcore.common.config import CfgNode
+from torch import nn
+
+_NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm, nn.LayerNorm)
+
+
+def construct_optimizer(model: nn.Module, cfg: CfgNode) -> torch.optim.Optimizer:
+    """Builds SGD with two parameter groups: norm layers and the rest.
+
+    The groups are fixed at construction: changing the BN split count or the
+    sync group later swaps no parameter, so the optimizer stays valid.
+
+    Args:
+        model: the model (possibly DDP-wrapped).
+        cfg: the config (SOLVER.*, BN.WEIGHT_DECAY).
+
+    Returns:
+        The optimizer; its LR is set every iteration by ``set_lr``.
+    """
+    norm_params, other_params = [], []
+    for module in model.modules():
+        is_norm = isinstance(module, _NORM_TYPES)
+        for param in module.parameters(recurse=False):
+            if param.requires_grad:
+                (norm_params if is_norm else other_params).append(param)
+    groups = [
+        {"params": other_params, "weight_decay": cfg.SOLVER.WEIGHT_DECAY},
+        {"params": norm_params, "weight_decay": cfg.BN.WEIGHT_DECAY},
+    ]
+    groups = [g for g in groups if g["params"]]
+    if cfg.SOLVER.OPTIMIZING_METHOD != "sgd":
+        raise ValueError(
+            f"SOLVER.OPTIMIZING_METHOD = {cfg.SOLVER.OPTIMIZING_METHOD!r}: only 'sgd'"
+        )
+    return torch.optim.SGD(
+        groups,
+        lr=cfg.SOLVER.BASE_LR,
+        momentum=cfg.SOLVER.MOMENTUM,
+        dampening=cfg.SOLVER.DAMPENING,
+        nesterov=cfg.SOLVER.NESTEROV,
+    )
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Sets the learning rate of every parameter group.
+
+    Args:
+        optimizer: the optimizer.
+        lr: the new learning rate.
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = lr

@@ -1,0 +1,115 @@
+"""Run-time set-up shared by training and testing: device, precision, RNG."""
+
+import contextlib
+import os
+import random
+from typing import Callable, ContextManager
+
+import numpy as np
+import torch
+from fvcore.common.config import CfgNode
+
+
+def get_device(cfg: CfgNode, local_rank: int = 0) -> torch.device:
+    """The device of this process: a GPU per process when NUM_GPUS > 0, else CPU.
+
+    Args:
+        cfg: the config (NUM_GPUS).
+        local_rank: index of this process on its machine.
+
+    Returns:
+        The torch device.
+    """
+    if cfg.NUM_GPUS > 0:
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"NUM_GPUS = {cfg.NUM_GPUS} but CUDA is not available; "
+                "set NUM_GPUS 0 to run on CPU"
+            )
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def autocast_factory(
+    cfg: CfgNode, device: torch.device
+) -> Callable[[], ContextManager]:
+    """Returns a callable giving the forward pass's precision context.
+
+    TRAIN.MIXED_PRECISION selects bf16 autocast on CPU and fp16 on GPU.
+
+    Args:
+        cfg: the config.
+        device: the device of the model.
+
+    Returns:
+        A zero-argument callable returning a context manager.
+    """
+    if not cfg.TRAIN.MIXED_PRECISION:
+        return contextlib.nullcontext
+    dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+    return lambda: torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def make_grad_scaler(cfg: CfgNode, device: torch.device):
+    """A GradScaler for fp16 training on GPU, else None (bf16 needs none)."""
+    if cfg.TRAIN.MIXED_PRECISION and device.type == "cuda":
+        return torch.amp.GradScaler("cuda")
+    return None
+
+
+def seed_everything(seed: int) -> None:
+    """Seeds Python, NumPy and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def get_rng_state() -> dict:
+    """The RNG states of Python, NumPy and torch (CPU and CUDA)."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        # Plain types so that checkpoints load with torch.load(weights_only=True).
+        "numpy": [
+            name,
+            torch.from_numpy(keys.astype(np.int64)),
+            pos,
+            has_gauss,
+            cached,
+        ],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    """Restores states saved by ``get_rng_state``."""
+    random.setstate(state["python"])
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@contextlib.contextmanager
+def preserved_rng():
+    """Runs a block (evaluation, precise BN) without moving the training RNGs."""
+    state = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
+
+
+def check_data_dir(cfg: CfgNode) -> None:
+    """Fails early with one line when the data folder is missing."""
+    path = cfg.DATA.PATH_TO_DATA_DIR
+    if not path or not os.path.isdir(path):
+        raise FileNotFoundError(
+            f"DATA.PATH_TO_DATA_DIR = {path!r}: folder not found "
+            "(see DATASET.md; `python tools/make_demo_data.py` writes the demo data)"
+        )

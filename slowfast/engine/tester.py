@@ -1,0 +1,90 @@
+"""Multi-view testing of a trained model."""
+
+import logging
+import os
+
+import torch
+from fvcore.common.config import CfgNode
+
+from slowfast.datasets import construct_loader
+from slowfast.engine import runtime
+from slowfast.engine.evaluator import evaluate
+from slowfast.models import build_model
+from slowfast.utils import checkpoint as cu
+from slowfast.utils.distributed import procs_per_machine
+from slowfast.utils.logging import log_json_stats, setup_logging
+
+logger = logging.getLogger(__name__)
+
+
+def _checkpoint_to_test(cfg: CfgNode) -> str:
+    """TEST.CHECKPOINT_FILE_PATH, else the last checkpoint of OUTPUT_DIR."""
+    if cfg.TEST.CHECKPOINT_FILE_PATH:
+        return cfg.TEST.CHECKPOINT_FILE_PATH
+    path = cu.get_last_checkpoint(cfg.OUTPUT_DIR)
+    if path is None:
+        raise FileNotFoundError(
+            f"TEST.CHECKPOINT_FILE_PATH is empty and OUTPUT_DIR = "
+            f"{cfg.OUTPUT_DIR!r} holds no checkpoint to test"
+        )
+    return path
+
+
+def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
+    """Tests with NUM_ENSEMBLE_VIEWS x NUM_SPATIAL_CROPS views per video.
+
+    Per-video scores and labels are saved to OUTPUT_DIR/TEST.SAVE_RESULTS_PATH.
+
+    Args:
+        cfg: the frozen config.
+        rank: global rank.
+        world_size: number of processes.
+
+    Returns:
+        The metrics: top1_err/top5_err (percent) or map, and view counts.
+    """
+    setup_logging(cfg.OUTPUT_DIR, rank)
+    runtime.check_data_dir(cfg)
+    runtime.seed_everything(cfg.RNG_SEED)
+    device = runtime.get_device(cfg, rank % procs_per_machine(cfg))
+    model = build_model(cfg).to(device)
+    path = _checkpoint_to_test(cfg)
+    cu.load_checkpoint(
+        path, model, convert_from_caffe2=cfg.TEST.CHECKPOINT_TYPE == "caffe2"
+    )
+    if cfg.MODEL.CHANNELS_LAST_3D:
+        model.to(memory_format=torch.channels_last_3d)
+    loader = construct_loader(cfg, "test", num_procs=world_size, rank=rank)
+    logger.info(
+        "testing %s on %d views (%d videos)",
+        path,
+        len(loader.dataset),
+        loader.dataset.num_videos,
+    )
+    autocast = runtime.autocast_factory(cfg, device)
+    metrics, scores, labels = evaluate(model, loader, cfg, device, autocast)
+    stats = {"_type": "test_final", "checkpoint": path}
+    stats.update(metrics)
+    log_json_stats(stats, cfg.OUTPUT_DIR, rank)
+    views = metrics["views_per_video"]
+    if "map" in metrics:
+        logger.info(
+            "test mAP: %.2f%% over %d videos",
+            100 * metrics["map"],
+            metrics["num_videos"],
+        )
+    else:
+        logger.info(
+            "test accuracy: top-1 %.2f%%, top-5 %.2f%% over %d videos x %d views "
+            "(chance %.2f%%)",
+            100 - metrics["top1_err"],
+            100 - metrics["top5_err"],
+            metrics["num_videos"],
+            views,
+            100 / cfg.MODEL.NUM_CLASSES,
+        )
+    if rank == 0 and cfg.TEST.SAVE_RESULTS_PATH:
+        out = os.path.join(cfg.OUTPUT_DIR, cfg.TEST.SAVE_RESULTS_PATH)
+        torch.save({"video_scores": scores, "video_labels": labels}, out)
+        logger.info("per-video scores and labels saved to %s", out)
+    return metrics

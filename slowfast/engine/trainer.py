@@ -1,0 +1,366 @@
+"""Training: one schedule object drives the loader, the LR and the BN groups."""
+
+import logging
+import math
+import os
+import time
+
+import simplejson
+import torch
+import torch.distributed as dist
+from fvcore.common.config import CfgNode
+from fvcore.nn.precise_bn import update_bn_stats
+from torch import nn
+
+from slowfast.datasets import construct_loader
+from slowfast.datasets.bad_data import BadDataMonitor
+from slowfast.datasets.grid import SamplingGrid
+from slowfast.engine import runtime
+from slowfast.engine.bn_grouping import BNGrouping, convert_to_sub_bn
+from slowfast.engine.evaluator import evaluate
+from slowfast.engine.losses import get_loss_func
+from slowfast.engine.meters import TrainMeter
+from slowfast.engine.metrics import topk_errors
+from slowfast.engine.optimizer import construct_optimizer, set_lr
+from slowfast.models import build_model
+from slowfast.multigrid import MultigridSchedule
+from slowfast.utils import checkpoint as cu
+from slowfast.utils.distributed import procs_per_machine
+from slowfast.utils.logging import log_json_stats, setup_logging
+from slowfast.utils.model_stats import log_model_info, network_stride
+
+logger = logging.getLogger(__name__)
+
+
+class Trainer:
+    """Owns the objects of one training run on one process.
+
+    Args:
+        cfg: the frozen config.
+        rank: global rank of this process.
+        world_size: number of processes.
+    """
+
+    def __init__(self, cfg: CfgNode, rank: int = 0, world_size: int = 1) -> None:
+        self.cfg = cfg
+        self.rank = rank
+        self.world_size = world_size
+        self.is_master = rank == 0
+        runtime.check_data_dir(cfg)
+        runtime.seed_everything(cfg.RNG_SEED + rank)
+        self.device = runtime.get_device(cfg, rank % procs_per_machine(cfg))
+        self.autocast = runtime.autocast_factory(cfg, self.device)
+
+        self.schedule = MultigridSchedule.from_cfg(cfg, num_procs=world_size)
+        self.schedule.validate(min_crop=network_stride(cfg))
+
+        model = build_model(cfg)
+        if self.is_master and cfg.LOG_MODEL_INFO:
+            log_model_info(model, cfg)
+        self.bn = None
+        if cfg.MULTIGRID.LONG_CYCLE or cfg.MULTIGRID.SHORT_CYCLE:
+            convert_to_sub_bn(model)
+            sync_sizes = {
+                self.schedule.bn_sync_size(e) for e in range(self.schedule.max_epoch)
+            }
+            self.bn = BNGrouping(model, sync_sizes, world_size, rank)
+        model.to(self.device)
+        if cfg.MODEL.CHANNELS_LAST_3D:
+            model.to(memory_format=torch.channels_last_3d)
+        self.net = model  # unwrapped; self.model may be its DDP wrapper
+        self.model = model
+        if world_size > 1:
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model = nn.parallel.DistributedDataParallel(
+                model, device_ids=device_ids
+            )
+        self.optimizer = construct_optimizer(self.model, cfg)
+        self.scaler = runtime.make_grad_scaler(cfg, self.device)
+        self.loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
+
+        self.train_loader = construct_loader(
+            cfg, "train", shape_fn=self._shape_fn, num_procs=world_size, rank=rank
+        )
+        self.val_loader = construct_loader(cfg, "val", num_procs=world_size, rank=rank)
+        self.dataset_size = len(self.train_loader.dataset)
+        self.start_epoch, self.global_iter = self._resume()
+        self.writer = None
+        if self.is_master:
+            self._write_run_files()
+            if cfg.TENSORBOARD.ENABLE:
+                from torch.utils.tensorboard import SummaryWriter
+
+                log_dir = cfg.TENSORBOARD.LOG_DIR or os.path.join(
+                    cfg.OUTPUT_DIR, f"runs-{cfg.TRAIN.DATASET}"
+                )
+                self.writer = SummaryWriter(log_dir, purge_step=self.global_iter)
+
+    # ------------------------------------------------------------------ set-up
+    def _shape_fn(self, epoch: int, it: int):
+        """Per-process batch size and sampling grid of an iteration (loader)."""
+        shape = self.schedule.iter_shape(epoch, it)
+        grid = SamplingGrid.from_shape(self.cfg, shape.num_frames, shape.crop_size)
+        return shape.per_proc_batch, grid
+
+    def _resume(self) -> tuple[int, int]:
+        """Loads the newest checkpoint of OUTPUT_DIR, or the initial weights."""
+        cfg = self.cfg
+        path = None
+        if cfg.TRAIN.AUTO_RESUME:
+            path = cu.get_last_checkpoint(cfg.OUTPUT_DIR)
+        if path is not None:
+            info = cu.load_checkpoint(
+                path,
+                self.model,
+                data_parallel=self.world_size > 1,
+                optimizer=self.optimizer,
+                scaler=self.scaler,
+            )
+            if "rng_state" in info:
+                runtime.set_rng_state(
+                    info["rng_state"][self.rank % len(info["rng_state"])]
+                )
+            logger.info("resumed from %s (epoch %d)", path, info["epoch"] + 1)
+            return info["epoch"] + 1, int(info.get("global_iter", 0))
+        if cfg.TRAIN.CHECKPOINT_FILE_PATH:
+            info = cu.load_checkpoint(
+                cfg.TRAIN.CHECKPOINT_FILE_PATH,
+                self.model,
+                data_parallel=self.world_size > 1,
+                optimizer=None,
+                inflation=cfg.TRAIN.CHECKPOINT_INFLATE,
+                convert_from_caffe2=cfg.TRAIN.CHECKPOINT_TYPE == "caffe2",
+                epoch_reset=cfg.TRAIN.CHECKPOINT_EPOCH_RESET,
+                clear_name_pattern=cfg.TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN,
+            )
+            logger.info("initialised from %s", cfg.TRAIN.CHECKPOINT_FILE_PATH)
+            if not cfg.TRAIN.CHECKPOINT_EPOCH_RESET:
+                return info["epoch"] + 1, 0
+        return 0, 0
+
+    def _write_run_files(self) -> None:
+        """Writes the resolved config and schedule to OUTPUT_DIR."""
+        os.makedirs(self.cfg.OUTPUT_DIR, exist_ok=True)
+        with open(os.path.join(self.cfg.OUTPUT_DIR, "config.yaml"), "w") as f:
+            f.write(self.cfg.dump())
+        with open(os.path.join(self.cfg.OUTPUT_DIR, "schedule.json"), "w") as f:
+            simplejson.dump(self.schedule.describe(), f, indent=1)
+
+    # ------------------------------------------------------------------- loop
+    def train(self) -> None:
+        """Runs the remaining epochs of the schedule."""
+        max_epoch = self.schedule.max_epoch
+        logger.info(
+            "training epochs %d..%d of %d (%d clips per epoch)",
+            self.start_epoch + 1,
+            max_epoch,
+            max_epoch,
+            self.dataset_size,
+        )
+        for epoch in range(self.start_epoch, max_epoch):
+            self.train_epoch(epoch)
+            rng = runtime.get_rng_state()
+            last = epoch + 1 == max_epoch
+            do_eval = (epoch + 1) % self.cfg.TRAIN.EVAL_PERIOD == 0 or last
+            do_ckpt = (epoch + 1) % self.cfg.TRAIN.CHECKPOINT_PERIOD == 0 or last
+            with runtime.preserved_rng():
+                if self.cfg.BN.USE_PRECISE_STATS and (do_eval or do_ckpt):
+                    self.precise_bn()
+            if do_eval or do_ckpt:
+                self.sync_buffers()
+            if do_ckpt:
+                self.save(epoch, rng)
+            if do_eval:
+                with runtime.preserved_rng():
+                    self.validate(epoch)
+        if self.writer is not None:
+            self.writer.close()
+
+    def train_epoch(self, epoch: int) -> None:
+        """Trains one pass over the training set at the schedule's shapes."""
+        cfg, sched = self.cfg, self.schedule
+        self.model.train()
+        self.train_loader.batch_sampler.set_epoch(epoch)
+        iters = len(self.train_loader)
+        later = sum(
+            sched.iters_in_epoch(e, self.dataset_size)
+            for e in range(epoch + 1, sched.max_epoch)
+        )
+        meter = TrainMeter(cfg.LOG_PERIOD, iters, later)
+        monitor = BadDataMonitor(self.dataset_size, cfg.DATA.MAX_BAD_FRACTION)
+        entry = sched.entry_at(epoch)
+        logger.info(
+            "epoch %d/%d, stage %d, shape %dx%dx%d, %d iterations",
+            epoch + 1,
+            sched.max_epoch,
+            entry.lr_stage,
+            sched.iter_shape(epoch, iters - 1).batch_size,
+            entry.num_frames,
+            entry.crop_size,
+            iters,
+        )
+        lr = sched.lr_at(epoch)
+        tic = time.perf_counter()
+        for it, (inputs, labels, _index, extras) in enumerate(self.train_loader):
+            data_time = time.perf_counter() - tic
+            shape = sched.iter_shape(epoch, it)
+            if inputs[0].shape[0] != shape.per_proc_batch:
+                raise RuntimeError(
+                    f"epoch {epoch + 1} iteration {it}: loader gave "
+                    f"{inputs[0].shape[0]} clips, schedule expects "
+                    f"{shape.per_proc_batch}"
+                )
+            if self.bn is not None:
+                self.bn.apply(shape.bn_splits, sched.bn_sync_size(epoch))
+            lr = sched.lr_at(epoch + it / iters)
+            set_lr(self.optimizer, lr)
+            loss, preds = self._step(inputs, labels)
+            stats = self._reduce_stats(loss, preds, labels, extras["num_failed"])
+            if not math.isfinite(stats[0]):
+                raise FloatingPointError(
+                    f"loss is {stats[0]} at epoch {epoch + 1}, iteration {it} "
+                    f"(global iteration {self.global_iter}); the last good "
+                    f"checkpoint is {cu.get_last_checkpoint(cfg.OUTPUT_DIR)}"
+                )
+            monitor.update(int(stats[3]))
+            compute_time = time.perf_counter() - tic - data_time
+            top = (None, None) if cfg.DATA.MULTI_LABEL else (stats[1], stats[2])
+            meter.add(stats[0], shape.batch_size, data_time, compute_time, *top)
+            self.global_iter += 1
+            shape_str = f"{shape.batch_size}x{shape.num_frames}x{shape.crop_size}"
+            if (it + 1) % cfg.LOG_PERIOD == 0:
+                line = meter.iter_stats(
+                    f"{epoch + 1}/{sched.max_epoch}", it, lr, shape_str
+                )
+                log_json_stats(line, cfg.OUTPUT_DIR, self.rank)
+            if self.writer is not None:
+                self.writer.add_scalar("Train/loss", stats[0], self.global_iter)
+                self.writer.add_scalar("Train/lr", lr, self.global_iter)
+                self.writer.add_scalar(
+                    "Train/batch_size", shape.batch_size, self.global_iter
+                )
+            tic = time.perf_counter()
+        failed = monitor.end_epoch(epoch)
+        line = meter.epoch_stats(f"{epoch + 1}/{sched.max_epoch}", lr)
+        line["bad_videos"] = failed
+        log_json_stats(line, cfg.OUTPUT_DIR, self.rank)
+        if self.writer is not None:
+            self.writer.add_scalar("Train/epoch_loss", line["loss"], self.global_iter)
+
+    def _step(self, inputs, labels) -> tuple[torch.Tensor, torch.Tensor]:
+        """One forward/backward/update; returns (loss, predictions)."""
+        inputs = [x.to(self.device, non_blocking=True) for x in inputs]
+        if self.cfg.MODEL.CHANNELS_LAST_3D:
+            inputs = [
+                x.contiguous(memory_format=torch.channels_last_3d) for x in inputs
+            ]
+        labels = labels.to(self.device, non_blocking=True)
+        with self.autocast():
+            preds = self.model(inputs)
+            loss = self.loss_fn(preds.float(), labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        if not torch.isfinite(loss):
+            return loss.detach(), preds.detach()
+        clip = self.cfg.SOLVER.CLIP_GRAD_L2NORM
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            if clip:
+                self.scaler.unscale_(self.optimizer)
+                nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            if clip:
+                nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+            self.optimizer.step()
+        return loss.detach(), preds.detach()
+
+    def _reduce_stats(self, loss, preds, labels, num_failed) -> list[float]:
+        """[loss, top1_err, top5_err, failed videos] averaged/summed over processes."""
+        if self.cfg.DATA.MULTI_LABEL:
+            top1, top5 = 0.0, 0.0
+        else:
+            top1, top5 = topk_errors(preds.float().cpu(), labels.cpu(), (1, 5))
+        failed = float(torch.as_tensor(num_failed).sum())
+        stats = torch.tensor([loss.item(), top1, top5, failed], dtype=torch.float64)
+        if self.world_size > 1:
+            stats = stats.to(self.device)
+            dist.all_reduce(stats)
+            stats[:3] /= self.world_size
+        return stats.cpu().tolist()
+
+    # ----------------------------------------------------------- epoch ends
+    def precise_bn(self) -> None:
+        """Recomputes BN statistics at the base shape (BN.USE_PRECISE_STATS)."""
+        loader = construct_loader(
+            self.cfg, "train", num_procs=self.world_size, rank=self.rank
+        )
+        loader.batch_sampler.set_epoch(0)
+        if self.bn is not None:
+            self.bn.apply(1, 1)
+        device = self.device
+
+        def inputs():
+            for batch, *_ in loader:
+                yield [x.to(device) for x in batch]
+
+        num = min(self.cfg.BN.NUM_BATCHES_PRECISE, len(loader))
+        update_bn_stats(self.net, inputs(), num)
+
+    def sync_buffers(self) -> None:
+        """Averages BN running statistics over processes (they drift apart)."""
+        if self.world_size == 1:
+            return
+        with torch.no_grad():
+            for buf in self.net.buffers():
+                if buf.is_floating_point():
+                    dist.all_reduce(buf)
+                    buf /= self.world_size
+
+    def save(self, epoch: int, rng_state: dict) -> None:
+        """Saves a checkpoint (all ranks' RNG states, gathered on rank 0)."""
+        states = [rng_state]
+        if self.world_size > 1:
+            states = [None] * self.world_size
+            dist.all_gather_object(states, rng_state)
+        if self.is_master:
+            path = cu.save_checkpoint(
+                self.cfg.OUTPUT_DIR,
+                self.model,
+                self.optimizer,
+                epoch,
+                self.cfg,
+                scaler=self.scaler,
+                extra={"rng_state": states, "global_iter": self.global_iter},
+            )
+            logger.info("saved %s", path)
+
+    def validate(self, epoch: int) -> dict:
+        """One view per video of the val split; logs and returns the metrics."""
+        metrics, _, _ = evaluate(
+            self.net, self.val_loader, self.cfg, self.device, self.autocast
+        )
+        stats = {
+            "_type": "val_epoch",
+            "epoch": f"{epoch + 1}/{self.schedule.max_epoch}",
+        }
+        stats.update(metrics)
+        log_json_stats(stats, self.cfg.OUTPUT_DIR, self.rank)
+        if self.writer is not None:
+            for key in ("top1_err", "top5_err", "map"):
+                if key in metrics:
+                    self.writer.add_scalar(f"Val/{key}", metrics[key], self.global_iter)
+        return metrics
+
+
+def train(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> None:
+    """Entry point of a training process (see ``slowfast.utils.distributed``).
+
+    Args:
+        cfg: the frozen config.
+        rank: global rank.
+        world_size: number of processes.
+    """
+    setup_logging(cfg.OUTPUT_DIR, rank)
+    Trainer(cfg, rank, world_size).train()

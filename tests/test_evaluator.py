@@ -1,0 +1,96 @@
+"""Evaluation: view ensembling, metrics and the multi-process gather."""
+
+import os
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler
+
+from slowfast.engine.evaluator import ensemble_views, run_views, video_metrics
+from slowfast.engine.metrics import mean_average_precision, topk_errors
+
+
+def test_topk_errors():
+    scores = torch.tensor([[0.1, 0.9, 0.0], [0.8, 0.05, 0.15], [0.2, 0.3, 0.5]])
+    labels = torch.tensor([1, 2, 0])
+    top1, top2 = topk_errors(scores, labels, (1, 2))
+    assert top1 == pytest.approx(100 * 2 / 3)
+    assert top2 == pytest.approx(100 * 1 / 3)
+
+
+def test_map_leaves_out_classes_without_positives():
+    targets = torch.tensor([[1, 0, 0], [0, 1, 0], [1, 0, 0]], dtype=torch.float)
+    perfect = torch.tensor([[0.9, 0.1, 0.5], [0.1, 0.9, 0.5], [0.8, 0.2, 0.5]])
+    assert mean_average_precision(perfect, targets) == pytest.approx(1.0)
+    wrong = torch.tensor([[0.1, 0.9, 0.5], [0.9, 0.1, 0.5], [0.1, 0.9, 0.5]])
+    assert mean_average_precision(wrong, targets) < 0.8
+
+
+def test_ensemble_sum_and_max():
+    video = torch.tensor([0, 0, 1, 1])
+    scores = torch.tensor([[1.0, 0.0], [0.0, 3.0], [2.0, 1.0], [0.5, 0.5]])
+    summed, counts = ensemble_views(video, scores, 2, "sum")
+    assert torch.equal(summed, torch.tensor([[1.0, 3.0], [2.5, 1.5]]))
+    assert counts.tolist() == [2, 2]
+    maxed, _ = ensemble_views(video, scores, 2, "max")
+    assert torch.equal(maxed, torch.tensor([[1.0, 3.0], [2.0, 1.0]]))
+    metrics = video_metrics(summed, torch.tensor([1, 0]), multi_label=False)
+    assert metrics["top1_err"] == 0.0
+
+
+class _Views(Dataset):
+    """7 views of 7 videos; the score of view i is one-hot at i % 3."""
+
+    num_videos = 7
+
+    def __len__(self):
+        return 7
+
+    def __getitem__(self, i):
+        x = torch.full((1, 1, 1, 1), float(i))
+        return [x], i % 3, i, {"video_idx": i}
+
+    def video_labels(self):
+        return [i % 3 for i in range(7)]
+
+
+class _OneHot(nn.Module):
+    def forward(self, inputs):
+        idx = inputs[0].flatten(1)[:, 0].long() % 3
+        return nn.functional.one_hot(idx, 3).float()
+
+
+def _worker(rank, world, port, out):
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    data = _Views()
+    sampler = DistributedSampler(data, world, rank, shuffle=False)
+    loader = DataLoader(data, batch_size=3, sampler=sampler)
+    index, video, scores = run_views(
+        _OneHot(), loader, torch.device("cpu"), torch.autograd.grad_mode.no_grad
+    )
+    if rank == 0:
+        torch.save((index, video, scores), out)
+    dist.destroy_process_group()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_gather_two_processes_drops_padded_duplicates(tmp_path):
+    out = os.path.join(tmp_path, "gathered.pt")
+    # 7 views over 2 processes: the sampler pads one duplicate, 2 uneven batches.
+    mp.spawn(_worker, args=(2, _free_port(), out), nprocs=2)
+    index, video, scores = torch.load(out)
+    assert index.tolist() == list(range(7))
+    assert video.tolist() == list(range(7))
+    assert scores.argmax(1).tolist() == [i % 3 for i in range(7)]

@@ -1,0 +1,270 @@
+"""Short training and test runs on generated Moving Digits data."""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from slowfast.config import load_config
+from slowfast.engine import trainer as trainer_module
+from slowfast.engine.tester import test as run_test
+from slowfast.engine.trainer import train
+from slowfast.utils import checkpoint as cu
+
+from .conftest import REPO_ROOT
+
+DEMO = os.path.join(REPO_ROOT, "configs", "Demo")
+RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
+
+
+@pytest.fixture(scope="session")
+def demo_data(tmp_path_factory):
+    """Tiny data in all three layouts, plus a Kinetics train list repeated 6x
+    so that multigrid's largest batches fit in one epoch."""
+    root = tmp_path_factory.mktemp("demo")
+    subprocess.run(
+        [
+            sys.executable,
+            os.path.join(REPO_ROOT, "tools", "make_demo_data.py"),
+            "--out",
+            str(root),
+            "--size",
+            "tiny",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    big = root / "kinetics_x6"
+    big.mkdir()
+    for split in ("train", "val", "test"):
+        lines = (root / "kinetics" / f"{split}.csv").read_text().splitlines()
+        reps = 6 if split == "train" else 1
+        (big / f"{split}.csv").write_text("\n".join(lines * reps) + "\n")
+    return root
+
+
+def _opts(data_dir, out_dir, extra=()):
+    return [
+        "DATA.PATH_TO_DATA_DIR",
+        str(data_dir),
+        "DATA.PATH_PREFIX",
+        str(data_dir).replace("kinetics_x6", "kinetics"),
+        "OUTPUT_DIR",
+        str(out_dir),
+        "DATA_LOADER.NUM_WORKERS",
+        "0",
+        "LOG_MODEL_INFO",
+        "False",
+        "LOG_PERIOD",
+        "2",
+        *extra,
+    ]
+
+
+def _cfg(name, data_dir, out_dir, extra=()):
+    return load_config([os.path.join(DEMO, name)], _opts(data_dir, out_dir, extra))
+
+
+ARCH_CASES = [
+    ("Kinetics_C2D_tiny.yaml", "kinetics"),
+    ("Kinetics_I3D_tiny.yaml", "kinetics"),
+    ("Kinetics_I3D_NLN_tiny.yaml", "kinetics"),
+    ("Kinetics_SLOWFAST_tiny.yaml", "kinetics"),
+    ("SSv2_SLOWFAST_tiny.yaml", "ssv2"),
+    ("Charades_I3D_tiny.yaml", "charades"),
+]
+
+
+@pytest.mark.parametrize("name,layout", ARCH_CASES)
+def test_train_then_test_each_arch_and_layout(demo_data, tmp_path, name, layout):
+    cfg = _cfg(
+        name,
+        demo_data / layout,
+        tmp_path,
+        [
+            "SOLVER.MAX_EPOCH",
+            "1",
+            "TRAIN.BATCH_SIZE",
+            "2",
+            "TEST.BATCH_SIZE",
+            "4",
+            "TEST.NUM_ENSEMBLE_VIEWS",
+            "2",
+            "TEST.NUM_SPATIAL_CROPS",
+            "1",
+            "SOLVER.WARMUP_EPOCHS",
+            "0.0",
+            "BN.USE_PRECISE_STATS",
+            "True",
+            "BN.NUM_BATCHES_PRECISE",
+            "2",
+        ],
+    )
+    train(cfg)
+    assert cu.get_last_checkpoint(str(tmp_path)).endswith("checkpoint_epoch_00001.pyth")
+    metrics = run_test(cfg)
+    assert metrics["num_videos"] > 0
+    if cfg.DATA.MULTI_LABEL:
+        assert 0.0 <= metrics["map"] <= 1.0
+    else:
+        assert 0.0 <= metrics["top1_err"] <= 100.0
+        assert metrics["views_per_video"] == (1 if layout == "ssv2" else 2)
+    saved = torch.load(tmp_path / "test_results.pyth")
+    assert saved["video_scores"].shape == (metrics["num_videos"], cfg.MODEL.NUM_CLASSES)
+    stats = (tmp_path / "json_stats.log").read_text()
+    assert '"train_epoch"' in stats and '"val_epoch"' in stats
+    assert (tmp_path / "config.yaml").exists() and (tmp_path / "schedule.json").exists()
+
+
+def _multigrid_opts(extra=()):
+    return [
+        "TRAIN.BATCH_SIZE",
+        "2",
+        "SOLVER.STEPS",
+        "[0, 2]",
+        "SOLVER.LRS",
+        "[1, 0.1]",
+        "SOLVER.MAX_EPOCH",
+        "3",
+        "SOLVER.WARMUP_EPOCHS",
+        "0.5",
+        "TRAIN.CHECKPOINT_PERIOD",
+        "1",
+        "TRAIN.EVAL_PERIOD",
+        "100",
+        "TEST.ENABLE",
+        "False",
+        *extra,
+    ]
+
+
+def _final_state(out_dir):
+    path = cu.get_last_checkpoint(str(out_dir))
+    return path, torch.load(path, weights_only=True)["model_state"]
+
+
+def test_kill_and_resume_gives_the_same_weights(demo_data, tmp_path):
+    """A run killed mid-way and restarted ends with the uninterrupted weights."""
+    data = demo_data / "kinetics_x6"
+    args = ["--cfg", os.path.join(DEMO, "Kinetics_I3D_tiny_multigrid.yaml")]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+
+    full_dir = tmp_path / "full"
+    cmd = [sys.executable, RUN_NET, *args, *_opts(data, full_dir, _multigrid_opts())]
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
+
+    killed_dir = tmp_path / "killed"
+    cmd = [sys.executable, RUN_NET, *args, *_opts(data, killed_dir, _multigrid_opts())]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
+    target = killed_dir / "checkpoints" / "checkpoint_epoch_00002.pyth"
+    deadline = time.time() + 120
+    while not target.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = sorted(glob.glob(str(killed_dir / "checkpoints" / "*.pyth")))
+    full_count = len(glob.glob(str(full_dir / "checkpoints" / "*.pyth")))
+    assert 2 <= len(done) < full_count, "the kill must interrupt the run"
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
+
+    path_a, state_a = _final_state(full_dir)
+    path_b, state_b = _final_state(killed_dir)
+    assert os.path.basename(path_a) == os.path.basename(path_b)
+    for key, value in state_a.items():
+        assert torch.equal(value, state_b[key]), key
+    log = (killed_dir / "stdout.log").read_text()
+    assert "resumed from" in log
+
+
+def test_two_cpu_processes_with_short_cycle(demo_data, tmp_path):
+    data = demo_data / "kinetics_x6"
+    extra = _multigrid_opts(
+        [
+            "MULTIGRID.LONG_CYCLE",
+            "False",
+            "TRAIN.BATCH_SIZE",
+            "4",
+            "NUM_CPU_PROCS",
+            "2",
+            "SOLVER.MAX_EPOCH",
+            "1",
+            "SOLVER.STEPS",
+            "[0]",
+            "SOLVER.LRS",
+            "[1]",
+            "TEST.ENABLE",
+            "True",
+            "TEST.NUM_ENSEMBLE_VIEWS",
+            "1",
+            "TEST.NUM_SPATIAL_CROPS",
+            "1",
+            "TEST.BATCH_SIZE",
+            "2",
+        ]
+    )
+    cmd = [
+        sys.executable,
+        RUN_NET,
+        "--cfg",
+        os.path.join(DEMO, "Kinetics_I3D_tiny_multigrid.yaml"),
+        "--init_method",
+        "tcp://127.0.0.1:29533",
+        *_opts(data, tmp_path, extra),
+    ]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    log = (tmp_path / "stdout.log").read_text()
+    assert "Spawning 2 CPU processes" in log
+    # Short cycle: iterations 0, 1, 2 use 16, 8 and 4 clips (global).
+    stats = (tmp_path / "json_stats.log").read_text()
+    assert '"shape": "16x8x32"' in stats or '"shape": "8x8x45"' in stats
+    assert "test_final" in stats
+
+
+def test_missing_data_folder_fails_early(tmp_path):
+    cfg = _cfg("Kinetics_I3D_tiny.yaml", tmp_path / "nowhere", tmp_path)
+    with pytest.raises(FileNotFoundError, match="DATA.PATH_TO_DATA_DIR"):
+        train(cfg)
+
+
+def test_nan_loss_stops_with_iteration_and_keeps_last_checkpoint(
+    demo_data, tmp_path, monkeypatch
+):
+    cfg = _cfg(
+        "Kinetics_I3D_tiny.yaml",
+        demo_data / "kinetics",
+        tmp_path,
+        [
+            "SOLVER.MAX_EPOCH",
+            "3",
+            "TRAIN.BATCH_SIZE",
+            "2",
+            "TRAIN.CHECKPOINT_PERIOD",
+            "1",
+            "TRAIN.EVAL_PERIOD",
+            "100",
+        ],
+    )
+    calls = {"n": 0}
+    real = trainer_module.get_loss_func(cfg.MODEL.LOSS_FUNC)
+
+    def nan_after_epoch_one(preds, labels):
+        calls["n"] += 1
+        loss = real(preds, labels)
+        return loss * float("nan") if calls["n"] == 8 else loss
+
+    monkeypatch.setattr(
+        trainer_module, "get_loss_func", lambda name: nan_after_epoch_one
+    )
+    with pytest.raises(FloatingPointError, match="iteration 2") as info:
+        train(cfg)
+    assert "checkpoint_epoch_00001.pyth" in str(info.value)
+    assert cu.get_last_checkpoint(str(tmp_path)).endswith("checkpoint_epoch_00001.pyth")
