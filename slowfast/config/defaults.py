@@ -287,6 +287,8 @@ _C.DATA_LOADER.ENABLE_MULTI_THREAD_DECODE = False
 _C.DATA_LOADER.DECODE_THREADS = 0
 # Cache decoded frames in memory (small datasets only; per worker).
 _C.DATA_LOADER.FRAME_CACHE = False
+# Size bound of each worker's decoded-frame cache, in MB (LRU eviction).
+_C.DATA_LOADER.FRAME_CACHE_MB = 512
 
 # ---------------------------------------------------------------------------- #
 # TensorBoard options

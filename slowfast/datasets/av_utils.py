@@ -1,0 +1,105 @@
+"""Low-level PyAV helpers shared by the decoders: errors, opening, timing."""
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import av
+import numpy as np
+from av.video.reformatter import VideoReformatter
+
+
+class DecodeError(RuntimeError):
+    """A video or frame could not be read; the message names path and reason."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What the container says about its first video stream.
+
+    Attributes:
+        fps: average frame rate (frames per second).
+        num_frames: number of frames (from the header, else duration * fps);
+            0 when the container does not say.
+        start: presentation time of the stream's start, in seconds.
+        time_base: the stream's time base, in seconds per tick.
+    """
+
+    fps: float
+    num_frames: int
+    start: float
+    time_base: float
+
+
+def open_video(path: str):
+    """Opens a container, turning every way it can fail into ``DecodeError``."""
+    if not os.path.exists(path):
+        raise DecodeError(path, "file not found")
+    if os.path.isdir(path):
+        raise DecodeError(path, "is a directory, expected a video file")
+    if os.path.getsize(path) == 0:
+        raise DecodeError(path, "empty file (0 bytes)")
+    try:
+        container = av.open(path, metadata_errors="ignore")
+    except (av.error.FFmpegError, OSError, ValueError) as err:
+        raise DecodeError(path, f"cannot open ({err})") from err
+    if not container.streams.video:
+        container.close()
+        raise DecodeError(path, "no video stream")
+    return container
+
+
+def stream_info(stream, container) -> StreamInfo:
+    """Reads frame rate, frame count and timing of a video stream.
+
+    Args:
+        stream: a PyAV video stream.
+        container: its container (for the container-level duration).
+
+    Returns:
+        StreamInfo: the stream's timing (num_frames 0 when unknown).
+    """
+    rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+    fps = float(rate) if rate else 0.0
+    time_base = float(stream.time_base) if stream.time_base else 0.0
+    duration = 0.0
+    if stream.duration and time_base:
+        duration = stream.duration * time_base
+    elif container.duration:
+        duration = container.duration / av.time_base
+    num_frames = int(stream.frames or 0)
+    if fps <= 0 and num_frames and duration:
+        fps = num_frames / duration
+    if not num_frames and duration and fps > 0:
+        num_frames = int(round(duration * fps))
+    start = stream.start_time * time_base if stream.start_time and time_base else 0.0
+    return StreamInfo(
+        fps=fps or 30.0, num_frames=num_frames, start=start, time_base=time_base
+    )
+
+
+def configure_threads(stream, threads: Optional[int]) -> None:
+    """``threads`` None: single-threaded; 0: FFmpeg's choice; n: n threads."""
+    ctx = stream.codec_context
+    if threads is None:
+        ctx.thread_count = 1
+    else:
+        ctx.thread_type = "AUTO"
+        ctx.thread_count = int(threads)
+
+
+def frame_time(frame, info: StreamInfo, fallback: float) -> float:
+    """Presentation time of a frame in seconds from the stream start."""
+    if frame.pts is None or not info.time_base:
+        return fallback
+    return frame.pts * info.time_base - info.start
+
+
+def to_array(frame, reformatter: VideoReformatter) -> np.ndarray:
+    """RGB uint8 ``[H, W, 3]`` of a frame (one reformatter reused per clip)."""
+    return reformatter.reformat(frame, format="rgb24").to_ndarray()

@@ -1,0 +1,337 @@
+"""Logic shared by the video datasets: requests, views, bad data, transforms.
+
+A dataset item is requested as
+
+* ``dataset[i]``: entry ``i`` at the config's shape;
+* ``dataset[(i, grid)]``: a training clip sampled on ``grid`` (a
+  ``SamplingGrid``; None means the config's shape);
+* ``dataset[(i, grid, seed)]``: the same with every random choice (clip
+  position, stride, scale, crop, flip, replacement of a bad video) drawn from
+  ``seed``. The training batch sampler always passes a seed derived from
+  (RNG_SEED, epoch, index), so an epoch's clips do not depend on the number
+  of loader workers or on which worker loads which item.
+
+Splits: "train" holds one entry per video, sampled randomly; "val" holds one
+deterministic view per video (centre clip, centre crop at the test scale);
+"test" holds one entry per (video, temporal view, spatial crop), ordered
+video-major, then temporal view, then crop.
+
+Each item is ``(frames, label, index, extras)``: ``frames`` is the list of
+pathway tensors ``[C, T, H, W]``, ``label`` an int or a multi-hot float
+tensor, ``index`` the entry that was loaded (a replacement's index when a
+training video failed), ``extras`` a dict with ``video_idx``,
+``temporal_idx`` (-1: random), ``spatial_idx`` (-1: random; 0 left/top,
+1 centre, 2 right/bottom) and ``num_failed`` (videos that failed before this
+item loaded).
+"""
+
+import logging
+import random
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from av.video.reformatter import VideoReformatter
+from fvcore.common.config import CfgNode
+from torch.utils.data import Dataset
+
+from slowfast.datasets.decoder import DecodeError
+from slowfast.datasets.frame_cache import FrameCache
+from slowfast.datasets.grid import SamplingGrid
+from slowfast.datasets.transforms import (
+    jitter_size,
+    normalize,
+    pack_pathways,
+    spatial_transform,
+)
+
+logger = logging.getLogger(__name__)
+
+SPLITS = ("train", "val", "test")
+_MASK64 = (1 << 64) - 1
+
+
+def mix_seed(*parts: int) -> int:
+    """Combines integers into one 64-bit seed (order matters, deterministic).
+
+    Args:
+        *parts: integers (e.g. RNG_SEED, epoch, index).
+
+    Returns:
+        int: a seed for ``random.Random``.
+    """
+    value = 0x243F6A8885A308D3
+    for part in parts:
+        value = (value ^ (int(part) & _MASK64)) * 0x100000001B3 & _MASK64
+        value ^= value >> 29
+    return value
+
+
+def parse_request(request: Any) -> Tuple[int, Optional[SamplingGrid], Optional[int]]:
+    """Splits a dataset request into (index, grid, seed).
+
+    Args:
+        request: ``i``, ``(i, grid)`` or ``(i, grid, seed)``.
+
+    Returns:
+        tuple: index, grid (None: config shape) and seed (None: unseeded).
+    """
+    if isinstance(request, (tuple, list)):
+        if not 1 <= len(request) <= 3:
+            raise ValueError(
+                f"dataset request must be (index, grid[, seed]), got {request!r}"
+            )
+        index = request[0]
+        grid = request[1] if len(request) > 1 else None
+        seed = request[2] if len(request) > 2 else None
+    else:
+        index, grid, seed = request, None, None
+    if grid is not None and not isinstance(grid, SamplingGrid):
+        raise TypeError(f"dataset request grid must be a SamplingGrid, got {grid!r}")
+    return int(index), grid, (None if seed is None else int(seed))
+
+
+class VideoDataset(Dataset):
+    """Base class of the video datasets (see the module docstring).
+
+    Subclasses implement ``_load_annotations``, ``_load_clip``,
+    ``video_path`` and ``video_label`` (and may override
+    ``num_temporal_views`` and ``_test_fraction``).
+
+    Args:
+        cfg: the run's (frozen) config; it is only read.
+        split: "train", "val" or "test".
+    """
+
+    # Consecutive failed videos after which a training item gives up.
+    max_consecutive_failures = 10
+
+    def __init__(self, cfg: CfgNode, split: str):
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        self.cfg = cfg
+        self.split = split
+        self.base_grid = SamplingGrid.from_shape(
+            cfg, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
+        )
+        self._multi_pathway = cfg.MODEL.ARCH in cfg.MODEL.MULTI_PATHWAY_ARCH
+        loader = cfg.DATA_LOADER
+        self._threads = (
+            loader.DECODE_THREADS if loader.ENABLE_MULTI_THREAD_DECODE else None
+        )
+        self._cache_bytes = (
+            int(loader.FRAME_CACHE_MB * 2**20) if loader.FRAME_CACHE else 0
+        )
+        self._cache: Optional[FrameCache] = None
+        self._reformatter: Optional[VideoReformatter] = None
+        self._reported: set = set()
+        self.num_videos = self._load_annotations()
+        if self.num_videos == 0:
+            raise ValueError(
+                f"{type(self).__name__} {split}: no videos found ({self.source})"
+            )
+        logger.info(
+            "%s %s: %d videos, %d entries (%s)",
+            type(self).__name__,
+            split,
+            self.num_videos,
+            len(self),
+            self.source,
+        )
+
+    # ----------------------------------------------------------- subclass API
+    source = ""  # where the annotations came from, for messages
+
+    def _load_annotations(self) -> int:
+        """Reads the split's annotations; returns the number of videos."""
+        raise NotImplementedError
+
+    def _load_clip(
+        self,
+        video_idx: int,
+        grid: SamplingGrid,
+        fraction: Optional[float],
+        rng: Optional[random.Random],
+    ) -> Tuple[torch.Tensor, Any]:
+        """Decodes a clip: (uint8 ``[T, H, W, C]`` frames, label).
+
+        Args:
+            video_idx: the video.
+            grid: frames and stride range (training) or the config's shape.
+            fraction: temporal position in [0, 1] (None: random, training).
+            rng: random source (None outside training).
+        """
+        raise NotImplementedError
+
+    def video_path(self, video_idx: int) -> str:
+        """The video's file or frame folder (for messages)."""
+        raise NotImplementedError
+
+    def video_label(self, video_idx: int) -> Any:
+        """The video's label: an int, or a multi-hot float tensor."""
+        raise NotImplementedError
+
+    @property
+    def num_temporal_views(self) -> int:
+        """Temporal clips per video at test."""
+        return self.cfg.TEST.NUM_ENSEMBLE_VIEWS
+
+    def _test_fraction(self, temporal_idx: int, num_temporal: int) -> float:
+        """Position of test clip ``temporal_idx`` (default: Kinetics rule)."""
+        return temporal_idx / num_temporal
+
+    # ------------------------------------------------------------ public API
+    @property
+    def num_spatial_crops(self) -> int:
+        """Spatial crops per temporal view at test."""
+        return self.cfg.TEST.NUM_SPATIAL_CROPS
+
+    def __len__(self) -> int:
+        if self.split == "test":
+            return self.num_videos * self.num_temporal_views * self.num_spatial_crops
+        return self.num_videos
+
+    def video_labels(self) -> List[Any]:
+        """The label of every video, in video order."""
+        return [self.video_label(v) for v in range(self.num_videos)]
+
+    def view(self, index: int) -> Tuple[int, int, int]:
+        """(video_idx, temporal_idx, spatial_idx) of an entry.
+
+        Args:
+            index: entry index.
+
+        Returns:
+            tuple: video, temporal view (-1 random) and crop position
+            (-1 random, 0 left/top, 1 centre, 2 right/bottom).
+        """
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} entries")
+        if self.split == "train":
+            return index, -1, -1
+        if self.split == "val":
+            return index, 0, 1
+        crops = self.num_spatial_crops
+        video, rest = divmod(index, self.num_temporal_views * crops)
+        temporal, spatial = divmod(rest, crops)
+        return video, temporal, (spatial if crops > 1 else 1)
+
+    def __getitem__(self, request: Any):
+        index, grid, seed = parse_request(request)
+        if self.split == "train":
+            return self._get_train(
+                index, self.base_grid if grid is None else grid, seed
+            )
+        if grid is not None:
+            raise ValueError(
+                f"a sampling grid is only valid for 'train', not {self.split!r}"
+            )
+        return self._get_eval(index)
+
+    # -------------------------------------------------------------- internals
+    def frame_cache(self) -> Optional[FrameCache]:
+        """This process's decoded-frame cache (None when disabled)."""
+        if self._cache is None and self._cache_bytes > 0:
+            self._cache = FrameCache(self._cache_bytes)
+        return self._cache
+
+    def reformatter(self) -> VideoReformatter:
+        """This process's RGB converter (reused: creating one costs ~1 ms)."""
+        if self._reformatter is None:
+            self._reformatter = VideoReformatter()
+        return self._reformatter
+
+    def __getstate__(self):
+        # Per-process state is not pickled (workers started by "spawn").
+        state = self.__dict__.copy()
+        state["_cache"] = state["_reformatter"] = None
+        return state
+
+    def _label(self, classes) -> Any:
+        """An int label, or a multi-hot float tensor for multi-label data."""
+        if isinstance(classes, int) and not self.cfg.DATA.MULTI_LABEL:
+            return classes
+        target = torch.zeros(self.cfg.MODEL.NUM_CLASSES, dtype=torch.float32)
+        ids = [classes] if isinstance(classes, int) else list(classes)
+        if ids:
+            target[torch.tensor(ids, dtype=torch.long)] = 1.0
+        return target
+
+    def _finish(self, frames, short_side, crop, spatial_idx, rng) -> List[torch.Tensor]:
+        flip = spatial_idx == -1 and self.cfg.DATA.RANDOM_FLIP
+        out = spatial_transform(frames, short_side, crop, spatial_idx, flip, rng)
+        data = self.cfg.DATA
+        out = normalize(out, data.MEAN, data.STD, data.REVERSE_INPUT_CHANNEL)
+        return pack_pathways(out, self._multi_pathway, self.cfg.SLOWFAST.ALPHA)
+
+    def _report(self, index: int, err: DecodeError) -> None:
+        if err.path not in self._reported:
+            self._reported.add(err.path)
+            logger.warning("Bad video (entry %d) skipped: %s", index, err)
+
+    def _get_train(self, index: int, grid: SamplingGrid, seed: Optional[int]):
+        if seed is None:
+            # Unseeded request: random choices from the process's RNG, bad-video
+            # replacements still deterministic from (RNG_SEED, index).
+            clip_seed = random.getrandbits(64)
+            base = mix_seed(self.cfg.RNG_SEED, index)
+        else:
+            clip_seed = base = seed
+        failures: List[str] = []
+        current = index
+        for attempt in range(self.max_consecutive_failures + 1):
+            rng = random.Random(
+                clip_seed if attempt == 0 else mix_seed(base, attempt, 1)
+            )
+            try:
+                frames, classes = self._load_clip(current, grid, None, rng)
+            except DecodeError as err:
+                self._report(current, err)
+                failures.append(str(err))
+                if len(self) == 1:
+                    break
+                pick = random.Random(mix_seed(base, attempt, 2)).randrange(
+                    len(self) - 1
+                )
+                current = pick + 1 if pick >= current else pick
+                continue
+            short = jitter_size(
+                grid.jitter_min, grid.jitter_max, rng, self.cfg.DATA.INV_UNIFORM_SAMPLE
+            )
+            pathways = self._finish(frames, short, grid.crop_size, -1, rng)
+            extras = self._extras(current, -1, -1, len(failures))
+            return pathways, self._label(classes), current, extras
+        raise RuntimeError(
+            f"{type(self).__name__} {self.split}: {len(failures)} videos in a row "
+            f"failed to load (from entry {index}); last: " + " | ".join(failures[-3:])
+        )
+
+    def _get_eval(self, index: int):
+        video, temporal, spatial = self.view(index)
+        if self.split == "val":
+            fraction = 0.5
+        else:
+            fraction = self._test_fraction(temporal, self.num_temporal_views)
+        try:
+            frames, classes = self._load_clip(video, self.base_grid, fraction, None)
+        except DecodeError as err:
+            raise RuntimeError(
+                f"{type(self).__name__} {self.split} entry {index} (video {video}) "
+                f"failed to load: {err}"
+            ) from err
+        size = self.cfg.DATA.TEST_CROP_SIZE
+        pathways = self._finish(frames, size, size, spatial, None)
+        return (
+            pathways,
+            self._label(classes),
+            index,
+            self._extras(video, temporal, spatial, 0),
+        )
+
+    @staticmethod
+    def _extras(video: int, temporal: int, spatial: int, failed: int) -> Dict[str, int]:
+        return {
+            "video_idx": video,
+            "temporal_idx": temporal,
+            "spatial_idx": spatial,
+            "num_failed": failed,
+        }

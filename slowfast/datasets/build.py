@@ -1,0 +1,54 @@
+"""The dataset registry and its builder."""
+
+from fvcore.common.config import CfgNode
+from fvcore.common.registry import Registry
+
+DATASET_REGISTRY = Registry("DATASET")
+DATASET_REGISTRY.__doc__ = """
+Registry of video datasets. A dataset class is registered under its class name
+(``Kinetics``, ``Ssv2``, ``Charades``) and looked up case-insensitively from the
+config's TRAIN.DATASET / TEST.DATASET (``kinetics``, ``ssv2``, ``charades``).
+It is called as ``cls(cfg, split)``.
+"""
+
+
+def build_dataset(name: str, cfg: CfgNode, split: str):
+    """Builds a registered dataset.
+
+    Args:
+        name: dataset name, e.g. "kinetics", "ssv2" or "charades".
+        cfg: the run's config.
+        split: "train", "val" or "test".
+
+    Returns:
+        torch.utils.data.Dataset: the dataset.
+
+    Raises:
+        KeyError: no dataset of that name is registered.
+    """
+    # Importing the package registers the built-in datasets.
+    import slowfast.datasets  # noqa: F401
+
+    known = {key.lower(): key for key, _ in DATASET_REGISTRY}
+    key = known.get(str(name).lower())
+    if key is None:
+        raise KeyError(f"unknown dataset {name!r}; registered: {sorted(known)}")
+    return DATASET_REGISTRY.get(key)(cfg, split)
+
+
+def dataset_name(cfg: CfgNode, split: str) -> str:
+    """The dataset a split reads: TRAIN.DATASET for train/val, TEST.DATASET for test."""
+    return cfg.TEST.DATASET if split == "test" else cfg.TRAIN.DATASET
+
+
+def dataset_size(cfg: CfgNode, split: str) -> int:
+    """Number of entries of a split (views for "test"), built from the config.
+
+    Args:
+        cfg: the run's config.
+        split: "train", "val" or "test".
+
+    Returns:
+        int: ``len(dataset)``.
+    """
+    return len(build_dataset(dataset_name(cfg, split), cfg, split))

@@ -1,0 +1,94 @@
+"""Charades: multi-label JPEG frame lists with per-frame class ids."""
+
+import os
+import random
+from typing import List, Optional
+
+from slowfast.datasets.base import VideoDataset
+from slowfast.datasets.build import DATASET_REGISTRY
+from slowfast.datasets.frames import load_frames
+from slowfast.datasets.grid import SamplingGrid
+from slowfast.datasets.lists import read_frame_list
+from slowfast.datasets.sampling import charades_fraction, charades_indices
+
+
+def union(labels: List[List[int]]) -> List[int]:
+    """Sorted union of per-frame class-id lists."""
+    return sorted({c for frame in labels for c in frame})
+
+
+@DATASET_REGISTRY.register()
+class Charades(VideoDataset):
+    """Charades from frame lists (the reference's layout).
+
+    ``train.csv`` / ``val.csv`` (test reads val.csv) list one frame per line,
+    ``original_vido_id video_id frame_id path labels``, where ``labels`` holds
+    the frame's class ids separated by commas (possibly empty or ``""``).
+    Targets are multi-hot over MODEL.NUM_CLASSES: the union over the clip's
+    span in training, the union over the whole video for val and test.
+
+    Clips: NUM_FRAMES frames ``rate`` apart (rate drawn from the grid's range
+    in training), random start (train), centre (val) or the ``i``-th of
+    NUM_ENSEMBLE_VIEWS starts spread from the first to the last possible
+    (test). DATA.INV_UNIFORM_SAMPLE selects the inverse-uniform short-side
+    jitter, as in the reference.
+
+    Args:
+        cfg: the run's config.
+        split: "train", "val" or "test".
+    """
+
+    def _load_annotations(self) -> int:
+        data = self.cfg.DATA
+        name = "train.csv" if self.split == "train" else "val.csv"
+        self.source = os.path.join(data.PATH_TO_DATA_DIR, name)
+        videos, _ = read_frame_list(self.source, data.PATH_PREFIX, strict=True)
+        num_classes = self.cfg.MODEL.NUM_CLASSES
+        self._names, self._paths, self._frame_labels, self._video_labels = (
+            [],
+            [],
+            [],
+            [],
+        )
+        for video in videos.values():
+            for row, labels in enumerate(video.labels):
+                bad = [c for c in labels if not 0 <= c < num_classes]
+                if bad:
+                    raise ValueError(
+                        f"{self.source}: video {video.name} frame {row}: class ids "
+                        f"{bad} outside 0..{num_classes - 1} "
+                        f"(MODEL.NUM_CLASSES={num_classes})"
+                    )
+            self._names.append(video.name)
+            self._paths.append(video.paths)
+            self._frame_labels.append(video.labels)
+            self._video_labels.append(union(video.labels))
+        return len(self._paths)
+
+    def video_path(self, video_idx: int) -> str:
+        return os.path.dirname(self._paths[video_idx][0]) or self._names[video_idx]
+
+    def video_label(self, video_idx: int):
+        return self._label(self._video_labels[video_idx])
+
+    def _test_fraction(self, temporal_idx: int, num_temporal: int) -> float:
+        return charades_fraction(temporal_idx, num_temporal)
+
+    def _load_clip(
+        self,
+        video_idx: int,
+        grid: SamplingGrid,
+        fraction: Optional[float],
+        rng: Optional[random.Random],
+    ):
+        paths = self._paths[video_idx]
+        rate = grid.min_rate
+        if rng is not None and grid.max_rate > grid.min_rate:
+            rate = rng.randint(grid.min_rate, grid.max_rate)
+        seq = charades_indices(len(paths), grid.num_frames, rate, fraction, rng)
+        frames = load_frames([paths[i] for i in seq], self.frame_cache())
+        if self.split == "train":
+            labels = union(self._frame_labels[video_idx][seq[0] : seq[-1] + 1])
+        else:
+            labels = self._video_labels[video_idx]
+        return frames, labels

@@ -1,0 +1,81 @@
+"""The "frames" backend: clips read from folders or lists of JPEG frames.
+
+Returns uint8 tensors ``[T, H, W, C]`` (RGB) like the PyAV backend; a missing
+or unreadable frame raises ``DecodeError`` with the frame's path.
+"""
+
+import os
+from typing import List, Optional, Sequence
+
+import numpy as np
+import torch
+from PIL import Image
+
+from slowfast.datasets.decoder import DecodeError
+from slowfast.datasets.frame_cache import FrameCache
+
+_IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
+
+
+def list_frame_dir(path: str) -> List[str]:
+    """The image files of a frame folder, sorted by name.
+
+    Raises:
+        DecodeError: the folder is missing or holds no images.
+    """
+    if not os.path.isdir(path):
+        raise DecodeError(path, "frame folder not found")
+    names = sorted(n for n in os.listdir(path) if n.lower().endswith(_IMAGE_EXTENSIONS))
+    if not names:
+        raise DecodeError(path, "frame folder holds no images")
+    return [os.path.join(path, n) for n in names]
+
+
+def load_image(path: str) -> np.ndarray:
+    """Reads one RGB image as a uint8 ``[H, W, 3]`` array.
+
+    Raises:
+        DecodeError: the file is missing, empty or not a readable image.
+    """
+    try:
+        with Image.open(path) as img:
+            return np.asarray(img.convert("RGB"))
+    except FileNotFoundError as err:
+        raise DecodeError(path, "frame file not found") from err
+    except (OSError, ValueError, SyntaxError) as err:
+        raise DecodeError(path, f"cannot decode image ({err})") from err
+
+
+def load_frames(
+    paths: Sequence[str], cache: Optional[FrameCache] = None
+) -> torch.Tensor:
+    """Reads a clip's frames from image files (each distinct file read once).
+
+    Args:
+        paths: image files in clip order (repeats allowed).
+        cache: optional per-worker cache of decoded images.
+
+    Returns:
+        torch.Tensor: uint8 ``[T, H, W, C]``.
+
+    Raises:
+        DecodeError: a frame is missing or unreadable, or sizes differ.
+    """
+    arrays = {}
+    for p in paths:
+        if p in arrays:
+            continue
+        img = cache.get(p) if cache is not None else None
+        if img is None:
+            img = load_image(p)
+            if cache is not None:
+                cache.put(p, img, img.nbytes)
+        arrays[p] = img
+    shape = arrays[paths[0]].shape
+    for p, img in arrays.items():
+        if img.shape != shape:
+            raise DecodeError(p, f"frame size {img.shape[:2]} differs from {shape[:2]}")
+    out = np.empty((len(paths),) + shape, dtype=np.uint8)
+    for i, p in enumerate(paths):
+        out[i] = arrays[p]
+    return torch.from_numpy(out)

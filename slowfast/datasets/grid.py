@@ -1,0 +1,75 @@
+"""The sampling grid of a training batch: clip length, crop, stride and scale."""
+
+from dataclasses import dataclass
+
+from fvcore.common.config import CfgNode
+
+
+@dataclass(frozen=True)
+class SamplingGrid:
+    """How the clips of one training batch are sampled (all share it).
+
+    Attributes:
+        num_frames: frames per clip (fast pathway for SlowFast).
+        crop_size: spatial crop (square).
+        min_rate: lower bound of the temporal stride.
+        max_rate: upper bound (inclusive); the stride of each clip is drawn
+            uniformly in ``[min_rate, max_rate]``.
+        jitter_min: lower bound of the random short side before cropping.
+        jitter_max: upper bound of the random short side.
+    """
+
+    num_frames: int
+    crop_size: int
+    min_rate: int
+    max_rate: int
+    jitter_min: int
+    jitter_max: int
+
+    def __post_init__(self):
+        if self.num_frames <= 0 or self.crop_size <= 0:
+            raise ValueError(f"SamplingGrid: frames and crop must be positive: {self}")
+        if not 0 < self.min_rate <= self.max_rate:
+            raise ValueError(f"SamplingGrid: need 0 < min_rate <= max_rate: {self}")
+        if not 0 < self.jitter_min <= self.jitter_max:
+            raise ValueError(f"SamplingGrid: need 0 < jitter_min <= jitter_max: {self}")
+
+    @classmethod
+    def from_shape(
+        cls, cfg: CfgNode, num_frames: int, crop_size: int
+    ) -> "SamplingGrid":
+        """The grid of a (frames, crop) shape, relative to the config's shape.
+
+        As in the multigrid paper, fewer frames ``t < T`` cover a comparable
+        span: the stride is drawn from ``[SAMPLING_RATE, SAMPLING_RATE * T / t]``
+        (or up to MULTIGRID.LONG_CYCLE_SAMPLING_RATE when that is set); a
+        smaller crop ``s < S`` scales the lower bound of the short-side jitter
+        by ``s / S`` (rounded, at least the crop), the upper bound stays.
+
+        Args:
+            cfg: the run's config (T = DATA.NUM_FRAMES, S = DATA.TRAIN_CROP_SIZE).
+            num_frames: frames per clip of this shape.
+            crop_size: crop of this shape.
+
+        Returns:
+            SamplingGrid: the grid.
+        """
+        base_t, base_s = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
+        rate = cfg.DATA.SAMPLING_RATE
+        max_rate = rate
+        if num_frames < base_t:
+            long_rate = cfg.MULTIGRID.LONG_CYCLE_SAMPLING_RATE
+            max_rate = long_rate if long_rate > 0 else round(rate * base_t / num_frames)
+            max_rate = max(max_rate, rate)
+        jitter_min, jitter_max = cfg.DATA.TRAIN_JITTER_SCALES
+        if crop_size < base_s:
+            jitter_min = max(int(round(jitter_min * crop_size / base_s)), crop_size)
+        jitter_max = max(jitter_max, jitter_min)
+        return cls(
+            num_frames=int(num_frames),
+            crop_size=int(crop_size),
+            min_rate=int(rate),
+            max_rate=int(max_rate),
+            jitter_min=int(jitter_min),
+            jitter_max=int(jitter_max),
+        )

@@ -1,0 +1,85 @@
+"""Kinetics: video files listed with their class in train/val/test.csv."""
+
+import os
+import random
+from typing import Optional
+
+from slowfast.datasets.base import VideoDataset
+from slowfast.datasets.build import DATASET_REGISTRY
+from slowfast.datasets.decoder import decode_pyav
+from slowfast.datasets.frames import list_frame_dir, load_frames
+from slowfast.datasets.grid import SamplingGrid
+from slowfast.datasets.lists import read_kinetics_list
+from slowfast.datasets.sampling import kinetics_positions, positions_to_indices
+
+
+@DATASET_REGISTRY.register()
+class Kinetics(VideoDataset):
+    """Kinetics-style dataset of video files.
+
+    ``DATA.PATH_TO_DATA_DIR/{split}.csv`` holds one ``path label`` per line
+    (separator DATA.PATH_LABEL_SEPARATOR; relative paths are joined to
+    DATA.PATH_PREFIX). With DATA.DECODING_BACKEND "frames" each path is a
+    folder of JPEG frames (sorted by name, taken to be at DATA.TARGET_FPS).
+
+    Clips: NUM_FRAMES frames over ``NUM_FRAMES * rate * fps / TARGET_FPS``
+    source frames, at a random position (train), the centre (val) or the
+    ``i``-th of NUM_ENSEMBLE_VIEWS positions (test).
+
+    Args:
+        cfg: the run's config.
+        split: "train", "val" or "test".
+    """
+
+    def _load_annotations(self) -> int:
+        data = self.cfg.DATA
+        self.source = os.path.join(data.PATH_TO_DATA_DIR, f"{self.split}.csv")
+        entries, _ = read_kinetics_list(
+            self.source, data.PATH_PREFIX, data.PATH_LABEL_SEPARATOR, strict=True
+        )
+        num_classes = self.cfg.MODEL.NUM_CLASSES
+        for path, label, line in entries:
+            if not 0 <= label < num_classes:
+                raise ValueError(
+                    f"{self.source}:{line}: label {label} of {path} is outside "
+                    f"0..{num_classes - 1} (MODEL.NUM_CLASSES={num_classes})"
+                )
+        self._paths = [e[0] for e in entries]
+        self._labels = [e[1] for e in entries]
+        return len(entries)
+
+    def video_path(self, video_idx: int) -> str:
+        return self._paths[video_idx]
+
+    def video_label(self, video_idx: int):
+        return self._label(self._labels[video_idx])
+
+    def _load_clip(
+        self,
+        video_idx: int,
+        grid: SamplingGrid,
+        fraction: Optional[float],
+        rng: Optional[random.Random],
+    ):
+        rate = grid.min_rate
+        if rng is not None and grid.max_rate > grid.min_rate:
+            rate = rng.randint(grid.min_rate, grid.max_rate)
+        target_fps = self.cfg.DATA.TARGET_FPS
+
+        def sample_fn(video_frames: int, fps: float):
+            return kinetics_positions(
+                video_frames, fps, grid.num_frames, rate, target_fps, fraction, rng
+            )
+
+        path = self._paths[video_idx]
+        if self.cfg.DATA.DECODING_BACKEND == "frames":
+            files = list_frame_dir(path)
+            idx = positions_to_indices(
+                sample_fn(len(files), float(target_fps)), len(files)
+            )
+            frames = load_frames([files[i] for i in idx], self.frame_cache())
+        else:
+            frames = decode_pyav(
+                path, sample_fn, self._threads, self.frame_cache(), self.reformatter()
+            )
+        return frames, self._labels[video_idx]

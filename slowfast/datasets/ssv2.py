@@ -1,0 +1,100 @@
+"""Something-Something V2: JPEG frame lists with labels from the release's JSON."""
+
+import logging
+import os
+import random
+from typing import Optional
+
+from slowfast.datasets.base import VideoDataset
+from slowfast.datasets.build import DATASET_REGISTRY
+from slowfast.datasets.frames import load_frames
+from slowfast.datasets.grid import SamplingGrid
+from slowfast.datasets.lists import read_frame_list, read_ssv2_labels
+from slowfast.datasets.sampling import ssv2_indices
+
+logger = logging.getLogger(__name__)
+
+
+def ssv2_files(data_dir: str, split: str):
+    """(frame list, labels json, videos json) read by an SSv2 split."""
+    name = "train" if split == "train" else "validation"
+    return (
+        os.path.join(data_dir, "train.csv" if split == "train" else "val.csv"),
+        os.path.join(data_dir, "something-something-v2-labels.json"),
+        os.path.join(data_dir, f"something-something-v2-{name}.json"),
+    )
+
+
+@DATASET_REGISTRY.register()
+class Ssv2(VideoDataset):
+    """Something-Something V2 from frame lists (the reference's layout).
+
+    Labels: ``something-something-v2-labels.json`` (template -> class id) and
+    ``something-something-v2-{train,validation}.json`` (videos with their
+    template). Frames: ``train.csv`` / ``val.csv`` frame lists (header
+    ``original_vido_id video_id frame_id path labels``), frame paths relative
+    to DATA.PATH_PREFIX. "val" and "test" read the validation files. Videos of
+    the JSON missing from the frame list are dropped (with a warning).
+
+    Clips: NUM_FRAMES equal segments, a random frame of each (train) or the
+    middle one; SAMPLING_RATE is not used. One temporal view per video at test.
+
+    Args:
+        cfg: the run's config.
+        split: "train", "val" or "test".
+    """
+
+    def _load_annotations(self) -> int:
+        data = self.cfg.DATA
+        frame_list, _, videos_json = ssv2_files(data.PATH_TO_DATA_DIR, self.split)
+        self.source = frame_list
+        labelled, _ = read_ssv2_labels(data.PATH_TO_DATA_DIR, self.split, strict=True)
+        frames, _ = read_frame_list(frame_list, data.PATH_PREFIX, strict=True)
+        num_classes = self.cfg.MODEL.NUM_CLASSES
+        self._paths, self._labels, self._names = [], [], []
+        missing = 0
+        for vid, label in labelled:
+            if not 0 <= label < num_classes:
+                raise ValueError(
+                    f"{videos_json}: video {vid} has class {label}, outside "
+                    f"0..{num_classes - 1} (MODEL.NUM_CLASSES={num_classes})"
+                )
+            video = frames.get(vid)
+            if video is None or not video.paths:
+                missing += 1
+                continue
+            self._names.append(vid)
+            self._paths.append(video.paths)
+            self._labels.append(label)
+        if missing:
+            logger.warning(
+                "Ssv2 %s: %d of %d videos of %s have no frames in %s; dropped",
+                self.split,
+                missing,
+                len(labelled),
+                videos_json,
+                frame_list,
+            )
+        return len(self._paths)
+
+    @property
+    def num_temporal_views(self) -> int:
+        return 1
+
+    def video_path(self, video_idx: int) -> str:
+        return os.path.dirname(self._paths[video_idx][0]) or self._names[video_idx]
+
+    def video_label(self, video_idx: int):
+        return self._label(self._labels[video_idx])
+
+    def _load_clip(
+        self,
+        video_idx: int,
+        grid: SamplingGrid,
+        fraction: Optional[float],
+        rng: Optional[random.Random],
+    ):
+        paths = self._paths[video_idx]
+        seq = ssv2_indices(len(paths), grid.num_frames, rng)
+        frames = load_frames([paths[i] for i in seq], self.frame_cache())
+        return frames, self._labels[video_idx]

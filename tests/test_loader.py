@@ -1,0 +1,146 @@
+"""Tests of construct_loader and GridBatchSampler."""
+
+import pytest
+import torch
+
+from slowfast.datasets import (
+    GridBatchSampler,
+    SamplingGrid,
+    construct_loader,
+    loader_set_epoch,
+)
+from tests.video_utils import make_kinetics, tiny_cfg
+
+
+class _Sampler:
+    """A fixed-order sampler that records set_epoch."""
+
+    def __init__(self, n):
+        self.n, self.epoch = n, None
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        return iter(range(self.n))
+
+    def __len__(self):
+        return self.n
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("loader"))
+    specs = [(f"v{i}.mp4", 24 + 4 * i, i % 3) for i in range(8)]
+    return make_kinetics(path, specs, width=40, height=32)
+
+
+def test_grid_batch_sampler_sizes_grids_and_seeds():
+    grids = [SamplingGrid(2, 8, 1, 2, 10, 12), None, SamplingGrid(4, 16, 1, 1, 20, 20)]
+
+    def shape_fn(epoch, it):
+        return (3, 2, 4)[it % 3] + epoch, grids[it % 3]
+
+    sampler = _Sampler(20)
+    batches = GridBatchSampler(sampler, shape_fn, seed=5, drop_last=True)
+    batches.set_epoch(0)
+    out = list(batches)
+    assert [len(b) for b in out] == [3, 2, 4, 3, 2, 4]  # 18 used, 2 dropped
+    assert len(batches) == len(out)
+    assert [b[0][1] for b in out] == grids * 2
+    assert all(item[1] is batch[0][1] for batch in out for item in batch)
+    assert [item[0] for b in out for item in b] == list(range(18))
+    assert list(batches) == out  # same epoch: same seeds
+    batches.set_epoch(1)
+    assert sampler.epoch == 1
+    out1 = list(batches)
+    assert [len(b) for b in out1] == [4, 3, 5, 4, 3]
+    assert out1[0][0][2] != out[0][0][2]  # seeds depend on the epoch
+    keep = GridBatchSampler(
+        _Sampler(7), lambda e, i: (3, None), seed=0, drop_last=False
+    )
+    assert [len(b) for b in keep] == [3, 3, 1] and len(keep) == 3
+    bad = GridBatchSampler(_Sampler(4), lambda e, i: (0, None), seed=0)
+    with pytest.raises(ValueError, match="batch size 0"):
+        list(bad)
+
+
+def _epoch(loader, epoch):
+    loader_set_epoch(loader, epoch)
+    return [(b[2].tolist(), b[0][0].clone()) for b in loader]
+
+
+def test_train_loader_shapes_follow_shape_fn(root):
+    cfg = tiny_cfg(root, "kinetics", "TRAIN.BATCH_SIZE", 2)
+    shapes = [(3, SamplingGrid.from_shape(cfg, 2, 12)), (1, None)]
+
+    def shape_fn(epoch, it):
+        return shapes[it % 2]
+
+    loader = construct_loader(cfg, "train", shape_fn=shape_fn)
+    loader.batch_sampler.set_epoch(0)
+    assert len(loader) == 4  # 3 + 1 + 3 + 1 = 8 entries
+    batches = list(loader)
+    assert len(batches) == 4
+    for it, (inputs, labels, indices, extras) in enumerate(batches):
+        size, grid = shapes[it % 2]
+        t, s = (grid.num_frames, grid.crop_size) if grid else (4, 16)
+        assert inputs[0].shape == (size, 3, t, s, s)
+        assert labels.shape == indices.shape == extras["num_failed"].shape == (size,)
+    seen = sorted(i for b in batches for i in b[2].tolist())
+    assert seen == list(range(8))
+    default = construct_loader(cfg, "train")
+    default.batch_sampler.set_epoch(0)
+    assert len(default) == 4 and next(iter(default))[0][0].shape == (2, 3, 4, 16, 16)
+
+
+def test_epoch_samples_independent_of_worker_count(root):
+    runs = []
+    for workers in (0, 2):
+        cfg = tiny_cfg(root, "kinetics", "DATA_LOADER.NUM_WORKERS", workers)
+        loader = construct_loader(cfg, "train")
+        runs.append([_epoch(loader, e) for e in (0, 1)])
+    for (idx0, x0), (idx1, x1) in zip(runs[0][0] + runs[0][1], runs[1][0] + runs[1][1]):
+        assert idx0 == idx1 and torch.equal(x0, x1)
+    order = [[i for idx, _ in epoch for i in idx] for epoch in runs[0]]
+    assert order[0] != order[1]  # reshuffled per epoch
+    again = construct_loader(tiny_cfg(root), "train")
+    assert [i for idx, _ in _epoch(again, 1) for i in idx] == order[1]
+
+
+def test_two_process_shards_are_disjoint_and_equal(root):
+    cfg = tiny_cfg(root, "kinetics", "TRAIN.BATCH_SIZE", 2)
+    shards = []
+    for rank in (0, 1):
+        loader = construct_loader(cfg, "train", num_procs=2, rank=rank)
+        loader.batch_sampler.set_epoch(3)
+        assert len(loader) == 4
+        shards.append([i for b in loader for i in b[2].tolist()])
+    assert len(shards[0]) == len(shards[1]) == 4
+    assert not set(shards[0]) & set(shards[1])
+    assert sorted(shards[0] + shards[1]) == list(range(8))
+
+
+def test_eval_loaders(root):
+    cfg = tiny_cfg(root)
+    val = construct_loader(cfg, "val")
+    loader_set_epoch(val, 2)  # harmless for sequential loaders
+    batches = list(val)
+    assert [b[2].tolist() for b in batches] == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert batches[0][0][0].shape == (3, 3, 4, 20, 20)
+    test_shards = [construct_loader(cfg, "test", num_procs=2, rank=r) for r in (0, 1)]
+    assert [len(t.dataset) for t in test_shards] == [48, 48]
+    assert [len(t) for t in test_shards] == [12, 12]  # 24 views each, batch 2
+    first = next(iter(test_shards[1]))
+    assert first[2].tolist() == [1, 3]
+    assert first[3]["video_idx"].tolist() == [0, 0]
+
+
+def test_loader_config_errors(root):
+    with pytest.raises(ValueError, match="TRAIN.BATCH_SIZE = 3 must be divisible"):
+        construct_loader(tiny_cfg(root, "kinetics", "TRAIN.BATCH_SIZE", 3), "train",
+                         num_procs=2)  # fmt: skip
+    with pytest.raises(ValueError, match="fewer than one batch"):
+        construct_loader(tiny_cfg(root, "kinetics", "TRAIN.BATCH_SIZE", 16), "train")
+    with pytest.raises(ValueError, match="rank"):
+        construct_loader(tiny_cfg(root), "val", num_procs=2, rank=2)

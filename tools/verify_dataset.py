@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Checks a dataset before training: list/label files, missing and undecodable
+files, videos shorter than the clip span and labels outside the class range.
+
+Usage:
+    python tools/verify_dataset.py --cfg configs/X.yaml [--split S] [KEY VALUE ...]
+
+Prints a summary per split and every bad entry (path and reason); exits 1 when
+anything is wrong, 0 when the data is clean (2 on a config error).
+"""
+
+import argparse
+import logging
+import os
+import sys
+from typing import List, Optional, Sequence
+
+from slowfast.config import ConfigError, load_config
+from slowfast.datasets.verify import SplitReport, default_splits, verify_split
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Parses the command line."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--cfg",
+        dest="cfg_files",
+        action="append",
+        default=[],
+        help="config file (repeatable; later files win)",
+    )
+    parser.add_argument(
+        "--split",
+        choices=("train", "val", "test", "all"),
+        default="all",
+        help="split to check (default: all splits with their own files)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="decoding processes (default 0: in this process)",
+    )
+    parser.add_argument(
+        "--allow-short",
+        action="store_true",
+        help="report videos shorter than the clip span as warnings only",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="decode every frame of frame lists (default: 3 per video)",
+    )
+    parser.add_argument(
+        "opts",
+        nargs=argparse.REMAINDER,
+        default=[],
+        help="config overrides as KEY VALUE pairs",
+    )
+    return parser.parse_args(argv)
+
+
+def print_reports(reports: List[SplitReport], out=None) -> None:
+    """Prints the summary table and every bad entry (to ``out``, default stdout)."""
+    out = sys.stdout if out is None else out
+    print(
+        f"{'split':<6} {'dataset':<9} {'entries':>8} {'bad':>6} {'warn':>5}  source",
+        file=out,
+    )
+    for r in reports:
+        print(
+            f"{r.split:<6} {r.dataset:<9} {r.entries:>8} {len(r.problems):>6} "
+            f"{len(r.warnings):>5}  {r.source}",
+            file=out,
+        )
+    for kind, attr in (("BAD", "problems"), ("WARNING", "warnings")):
+        for r in reports:
+            for p in getattr(r, attr):
+                print(f"{kind} [{r.split}] {p.path}: {p.reason}", file=out)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the verification; returns the exit status."""
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        cfg = load_config(args.cfg_files, args.opts)
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        return 2
+    splits = default_splits(cfg) if args.split == "all" else [args.split]
+    reports = [
+        verify_split(
+            cfg, s, workers=args.workers, allow_short=args.allow_short, full=args.full
+        )
+        for s in splits
+    ]
+    print_reports(reports)
+    bad = sum(len(r.problems) for r in reports)
+    entries = sum(r.entries for r in reports)
+    status = "FAILED" if bad else "OK"
+    print(
+        f"{status}: {bad} bad of {entries} entries in {len(reports)} split(s) "
+        f"({os.path.abspath(cfg.DATA.PATH_TO_DATA_DIR or '.')})"
+    )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
