@@ -103,6 +103,8 @@ def test_main_logs_model_info(tmp_path, caplog, restore_logging):
         "DATA.INPUT_CHANNEL_NUM", "[3]",
         "DATA.NUM_FRAMES", "4",
         "DATA.TEST_CROP_SIZE", "32",
+        "TRAIN.ENABLE", "False",
+        "TEST.ENABLE", "False",
     ]  # fmt: skip
     with caplog.at_level(logging.INFO):
         assert run_net.main(argv) == 0
