@@ -123,7 +123,9 @@ def _parse_opts(opts: Sequence[str]) -> dict:
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"command line: {key} conflicts with another override")
+                raise ConfigError(
+                    f"command line: {key} conflicts with another override"
+                )
         node[parts[-1]] = value
     return nested
 

@@ -75,7 +75,9 @@ def validate_cfg(cfg: CfgNode) -> None:
         _check(value > 0, key, value, "must be positive")
     for key in ("NUM_GPUS", "SHARD_ID", "DATA_LOADER.NUM_WORKERS"):
         _check(_get(cfg, key) >= 0, key, _get(cfg, key), "must be >= 0")
-    _check(cfg.SHARD_ID < cfg.NUM_SHARDS, "SHARD_ID", cfg.SHARD_ID, "must be < NUM_SHARDS")
+    _check(
+        cfg.SHARD_ID < cfg.NUM_SHARDS, "SHARD_ID", cfg.SHARD_ID, "must be < NUM_SHARDS"
+    )
 
     scales = cfg.DATA.TRAIN_JITTER_SCALES
     _check(

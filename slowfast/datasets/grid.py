@@ -4,6 +4,8 @@ from dataclasses import dataclass
 
 from fvcore.common.config import CfgNode
 
+from slowfast.multigrid.shapes import jitter_scales, sampling_rate_range
+
 
 @dataclass(frozen=True)
 class SamplingGrid:
@@ -45,6 +47,8 @@ class SamplingGrid:
         (or up to MULTIGRID.LONG_CYCLE_SAMPLING_RATE when that is set); a
         smaller crop ``s < S`` scales the lower bound of the short-side jitter
         by ``s / S`` (rounded, at least the crop), the upper bound stays.
+        The arithmetic lives in ``slowfast.multigrid.shapes``, shared with the
+        schedule's per-iteration shapes.
 
         Args:
             cfg: the run's config (T = DATA.NUM_FRAMES, S = DATA.TRAIN_CROP_SIZE).
@@ -54,21 +58,19 @@ class SamplingGrid:
         Returns:
             SamplingGrid: the grid.
         """
-        base_t, base_s = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
-        rate = cfg.DATA.SAMPLING_RATE
-        max_rate = rate
-        if num_frames < base_t:
-            long_rate = cfg.MULTIGRID.LONG_CYCLE_SAMPLING_RATE
-            max_rate = long_rate if long_rate > 0 else round(rate * base_t / num_frames)
-            max_rate = max(max_rate, rate)
-        jitter_min, jitter_max = cfg.DATA.TRAIN_JITTER_SCALES
-        if crop_size < base_s:
-            jitter_min = max(int(round(jitter_min * crop_size / base_s)), crop_size)
-        jitter_max = max(jitter_max, jitter_min)
+        min_rate, max_rate = sampling_rate_range(
+            num_frames,
+            cfg.DATA.NUM_FRAMES,
+            cfg.DATA.SAMPLING_RATE,
+            cfg.MULTIGRID.LONG_CYCLE_SAMPLING_RATE,
+        )
+        jitter_min, jitter_max = jitter_scales(
+            cfg.DATA.TRAIN_JITTER_SCALES, crop_size, cfg.DATA.TRAIN_CROP_SIZE
+        )
         return cls(
             num_frames=int(num_frames),
             crop_size=int(crop_size),
-            min_rate=int(rate),
+            min_rate=int(min_rate),
             max_rate=int(max_rate),
             jitter_min=int(jitter_min),
             jitter_max=int(jitter_max),

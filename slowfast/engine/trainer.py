@@ -99,7 +99,12 @@ class Trainer:
     def _shape_fn(self, epoch: int, it: int):
         """Per-process batch size and sampling grid of an iteration (loader)."""
         shape = self.schedule.iter_shape(epoch, it)
-        grid = SamplingGrid.from_shape(self.cfg, shape.num_frames, shape.crop_size)
+        grid = SamplingGrid(
+            shape.num_frames,
+            shape.crop_size,
+            *shape.sampling_rate,
+            *shape.jitter_scales,
+        )
         return shape.per_proc_batch, grid
 
     def _resume(self) -> tuple[int, int]:

@@ -174,7 +174,8 @@ def jitter_scales(scales: Sequence[int], crop: int, base_crop: int) -> tuple[int
     """Returns the short-side jitter range for a crop.
 
     A smaller crop of the same field of view comes from a smaller frame, so
-    the lower end of the jitter shrinks by ``crop / base_crop``.
+    the lower end of the jitter shrinks by ``crop / base_crop`` (never below
+    the crop itself, which must fit in the frame).
 
     Args:
         scales: DATA.TRAIN_JITTER_SCALES ``[min, max]``.
@@ -182,9 +183,12 @@ def jitter_scales(scales: Sequence[int], crop: int, base_crop: int) -> tuple[int
         base_crop: DATA.TRAIN_CROP_SIZE.
 
     Returns:
-        tuple: ``(round(min * crop / base_crop), max)``.
+        tuple: ``(max(round(min * crop / base_crop), crop), max)`` when
+        ``crop < base_crop``, else the configured range.
     """
-    low = int(round(scales[0] * crop / base_crop))
+    low = int(scales[0])
+    if crop < base_crop:
+        low = max(int(round(scales[0] * crop / base_crop)), int(crop))
     return (low, max(low, int(scales[1])))
 
 
