@@ -320,7 +320,7 @@ def test_bad_data_monitor(caplog):
     monitor.update(2)
     with caplog.at_level(logging.WARNING):
         assert monitor.end_epoch(3) == 5
-    assert "Epoch 3: 5 of 100" in caplog.text
+    assert "Epoch 4: 5 of 100" in caplog.text  # logged 1-based
     assert monitor.end_epoch(4) == 0
     monitor.update([3, 2])
     with pytest.raises(

@@ -72,11 +72,12 @@ def _worker(rank, world, port, out):
     data = _Views()
     sampler = DistributedSampler(data, world, rank, shuffle=False)
     loader = DataLoader(data, batch_size=3, sampler=sampler)
-    index, video, scores = run_views(
+    video, scores = run_views(
         _OneHot(), loader, torch.device("cpu"), torch.autograd.grad_mode.no_grad
     )
-    if rank == 0:
-        torch.save((index, video, scores), out)
+    summed, counts = ensemble_views(video, scores, data.num_videos, "sum")
+    maxed, _ = ensemble_views(video, scores, data.num_videos, "max")
+    torch.save((video, summed, maxed, counts), out.format(rank))
     dist.destroy_process_group()
 
 
@@ -86,11 +87,15 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def test_gather_two_processes_drops_padded_duplicates(tmp_path):
-    out = os.path.join(tmp_path, "gathered.pt")
-    # 7 views over 2 processes: the sampler pads one duplicate, 2 uneven batches.
+def test_two_processes_drop_padded_duplicates_and_reduce(tmp_path):
+    out = os.path.join(tmp_path, "rank{}.pt")
+    # 7 views over 2 processes: the sampler pads one duplicate (view 0) and the
+    # last batches are uneven (3 + 1 views per process).
     mp.spawn(_worker, args=(2, _free_port(), out), nprocs=2)
-    index, video, scores = torch.load(out)
-    assert index.tolist() == list(range(7))
-    assert video.tolist() == list(range(7))
-    assert scores.argmax(1).tolist() == [i % 3 for i in range(7)]
+    video0, summed, maxed, counts = torch.load(out.format(0))
+    video1, summed1, maxed1, counts1 = torch.load(out.format(1))
+    assert sorted(video0.tolist() + video1.tolist()) == list(range(7))
+    assert counts.tolist() == [1] * 7 and torch.equal(counts, counts1)
+    assert torch.equal(summed, summed1) and torch.equal(maxed, maxed1)
+    assert summed.argmax(1).tolist() == [i % 3 for i in range(7)]
+    assert torch.equal(summed, maxed)

@@ -24,7 +24,7 @@ _C.BN.WEIGHT_DECAY = 0.0
 _C.BN.NORM_TYPE = "batchnorm"
 # Number of splits of "sub_batchnorm" (statistics over batch / NUM_SPLITS clips).
 _C.BN.NUM_SPLITS = 1
-# Number of processes sharing statistics for "sync_batchnorm" (1: all of them).
+# Processes per group sharing statistics for "sync_batchnorm" (1: no sharing).
 _C.BN.NUM_SYNC_DEVICES = 1
 
 # ---------------------------------------------------------------------------- #

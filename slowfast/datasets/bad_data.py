@@ -69,7 +69,7 @@ class BadDataMonitor:
         """Logs the epoch's failure count and resets it.
 
         Args:
-            epoch: the epoch that ended (for the log line).
+            epoch: index of the epoch that ended (logged 1-based).
 
         Returns:
             int: the number of failures in that epoch.
@@ -78,12 +78,12 @@ class BadDataMonitor:
         if count:
             logger.warning(
                 "Epoch %d: %d of %d videos failed to load and were replaced (bound %g)",
-                epoch,
+                epoch + 1,
                 count,
                 self.dataset_size,
                 self.bound,
             )
         else:
-            logger.info("Epoch %d: no video failed to load", epoch)
+            logger.debug("Epoch %d: no video failed to load", epoch + 1)
         self.count = 0
         return count

@@ -318,14 +318,22 @@ class VideoDataset(Dataset):
                 f"{type(self).__name__} {self.split} entry {index} (video {video}) "
                 f"failed to load: {err}"
             ) from err
-        size = self.cfg.DATA.TEST_CROP_SIZE
-        pathways = self._finish(frames, size, size, spatial, None)
+        crop = self.cfg.DATA.TEST_CROP_SIZE
+        pathways = self._finish(frames, self.test_short_side(), crop, spatial, None)
         return (
             pathways,
             self._label(classes),
             index,
             self._extras(video, temporal, spatial, 0),
         )
+
+    def test_short_side(self) -> int:
+        """Short side of val/test frames before cropping: TEST_CROP_SIZE.
+
+        Returns:
+            int: the size; datasets override it where the reference differs.
+        """
+        return self.cfg.DATA.TEST_CROP_SIZE
 
     @staticmethod
     def _extras(video: int, temporal: int, spatial: int, failed: int) -> Dict[str, int]:

@@ -48,6 +48,20 @@ class Kinetics(VideoDataset):
         self._labels = [e[1] for e in entries]
         return len(entries)
 
+    def test_short_side(self) -> int:
+        """Short side before cropping at val/test, as the reference's Kinetics.
+
+        With several spatial crops it is TEST_CROP_SIZE (the crops tile the
+        long side); with one centre crop it is TRAIN_JITTER_SCALES[0], so the
+        crop sees the training field of view.
+
+        Returns:
+            int: the short side in pixels.
+        """
+        if self.split == "test" and self.cfg.TEST.NUM_SPATIAL_CROPS > 1:
+            return self.cfg.DATA.TEST_CROP_SIZE
+        return max(self.cfg.DATA.TRAIN_JITTER_SCALES[0], self.cfg.DATA.TEST_CROP_SIZE)
+
     def video_path(self, video_idx: int) -> str:
         return self._paths[video_idx]
 

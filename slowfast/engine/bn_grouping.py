@@ -87,6 +87,8 @@ class BNGrouping:
         state = (num_splits, sync_size)
         if state == self._state:
             return
+        if sync_size > 1 and sync_size not in self.groups:
+            raise ValueError(f"no BN process group of {sync_size} processes was made")
         set_bn_splits(self.model, num_splits)
         set_bn_process_group(self.model, self.groups.get(sync_size))
         if self._state is not None:

@@ -7,11 +7,25 @@ import torch
 import torch.distributed as dist
 from fvcore.common.config import CfgNode
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler
 
 from slowfast.engine.metrics import mean_average_precision, topk_errors
 
 logger = logging.getLogger(__name__)
+
+
+def _is_distributed() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def _all_reduce(tensor: torch.Tensor, op) -> torch.Tensor:
+    """All-reduces a CPU tensor (through the GPU when the backend is NCCL)."""
+    if dist.get_backend() == "nccl":
+        moved = tensor.cuda()
+        dist.all_reduce(moved, op=op)
+        return moved.cpu()
+    dist.all_reduce(tensor, op=op)
+    return tensor
 
 
 @torch.inference_mode()
@@ -20,11 +34,13 @@ def run_views(
     loader: DataLoader,
     device: torch.device,
     autocast: Callable[[], ContextManager],
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Scores every view of the loader, gathered over all processes.
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores this process's views, leaving out the sampler's padding.
 
-    Padded duplicates that a DistributedSampler adds are removed by the
-    dataset index, so each view counts once.
+    A DistributedSampler (no shuffling) pads the view list by repeating its
+    first views so that every process gets as many; item ``k`` of process
+    ``r`` sits at position ``r + k * world`` of the padded list, so the
+    positions past the dataset's end are the duplicates, dropped here.
 
     Args:
         model: the model in eval mode (its head applies MODEL.HEAD_ACT).
@@ -33,34 +49,35 @@ def run_views(
         autocast: returns the autocast context to run the forward pass in.
 
     Returns:
-        (indices [V], video indices [V], scores [V, K]) on CPU, sorted by index.
+        (video index [V], scores [V, K]) of this process's views, on CPU.
     """
     model.eval()
-    indices, videos, scores = [], [], []
-    for inputs, _labels, index, extras in loader:
+    videos, scores = [], []
+    for inputs, _labels, _index, extras in loader:
         inputs = [x.to(device, non_blocking=True) for x in inputs]
         with autocast():
             out = model(inputs)
         scores.append(out.float().cpu())
-        indices.append(index.view(-1).cpu())
         videos.append(extras["video_idx"].view(-1).cpu())
-    local = (torch.cat(indices), torch.cat(videos), torch.cat(scores))
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        parts = [None] * dist.get_world_size()
-        dist.all_gather_object(parts, local)
-        local = tuple(torch.cat([p[i] for p in parts]) for i in range(3))
-    index, video, score = local
-    order = torch.argsort(index, stable=True)
-    index, video, score = index[order], video[order], score[order]
-    keep = torch.ones_like(index, dtype=torch.bool)
-    keep[1:] = index[1:] != index[:-1]
-    return index[keep], video[keep], score[keep]
+    video, score = torch.cat(videos), torch.cat(scores)
+    sampler = loader.sampler
+    if isinstance(sampler, DistributedSampler):
+        if sampler.shuffle:
+            raise ValueError("evaluation needs a DistributedSampler without shuffle")
+        pos = sampler.rank + sampler.num_replicas * torch.arange(len(video))
+        keep = pos < len(loader.dataset)
+        video, score = video[keep], score[keep]
+    return video, score
 
 
 def ensemble_views(
     video_idx: torch.Tensor, scores: torch.Tensor, num_videos: int, method: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Combines the views of each video by DATA.ENSEMBLE_METHOD.
+
+    Under torch.distributed each process passes its own views and the
+    per-video results are reduced over processes (sum, or max), so only
+    ``[num_videos, K]`` tensors travel.
 
     Args:
         video_idx: [V] video of each view.
@@ -69,20 +86,26 @@ def ensemble_views(
         method: "sum" or "max".
 
     Returns:
-        ([num_videos, K] video scores, [num_videos] number of views seen).
+        ([num_videos, K] video scores, [num_videos] number of views seen);
+        a video without views scores 0.
     """
     num_classes = scores.shape[1]
-    counts = torch.bincount(video_idx, minlength=num_videos)
+    counts = torch.bincount(video_idx, minlength=num_videos).double()
     index = video_idx.view(-1, 1).expand(-1, num_classes)
     if method == "sum":
         out = torch.zeros(num_videos, num_classes).scatter_add_(0, index, scores)
+        op = dist.ReduceOp.SUM
     elif method == "max":
         out = torch.full((num_videos, num_classes), float("-inf"))
         out = out.scatter_reduce(0, index, scores, reduce="amax")
-        out[counts == 0] = 0.0
+        op = dist.ReduceOp.MAX
     else:
         raise ValueError(f"DATA.ENSEMBLE_METHOD = {method!r}: must be 'sum' or 'max'")
-    return out, counts
+    if _is_distributed():
+        out = _all_reduce(out, op)
+        counts = _all_reduce(counts, dist.ReduceOp.SUM)
+    out[counts == 0] = 0.0
+    return out, counts.long()
 
 
 def video_metrics(
@@ -132,7 +155,7 @@ def evaluate(
         (metrics, video scores [N, K], video labels).
     """
     dataset = loader.dataset
-    _, video_idx, scores = run_views(model, loader, device, autocast)
+    video_idx, scores = run_views(model, loader, device, autocast)
     num_videos = dataset.num_videos
     video_scores, counts = ensemble_views(
         video_idx, scores, num_videos, cfg.DATA.ENSEMBLE_METHOD

@@ -26,9 +26,10 @@ def construct_optimizer(model: nn.Module, cfg: CfgNode) -> torch.optim.Optimizer
         for param in module.parameters(recurse=False):
             if param.requires_grad:
                 (norm_params if is_norm else other_params).append(param)
+    # Norm parameters first, as the reference, so its optimizer states load.
     groups = [
-        {"params": other_params, "weight_decay": cfg.SOLVER.WEIGHT_DECAY},
         {"params": norm_params, "weight_decay": cfg.BN.WEIGHT_DECAY},
+        {"params": other_params, "weight_decay": cfg.SOLVER.WEIGHT_DECAY},
     ]
     groups = [g for g in groups if g["params"]]
     if cfg.SOLVER.OPTIMIZING_METHOD != "sgd":

@@ -22,6 +22,7 @@ from slowfast.engine.losses import get_loss_func
 from slowfast.engine.meters import TrainMeter
 from slowfast.engine.metrics import topk_errors
 from slowfast.engine.optimizer import construct_optimizer, set_lr
+from slowfast.engine.resume import resume_or_init, save
 from slowfast.models import build_model
 from slowfast.multigrid import MultigridSchedule
 from slowfast.utils import checkpoint as cu
@@ -52,13 +53,19 @@ class Trainer:
         self.autocast = runtime.autocast_factory(cfg, self.device)
 
         self.schedule = MultigridSchedule.from_cfg(cfg, num_procs=world_size)
-        self.schedule.validate(min_crop=network_stride(cfg))
+        multi_pathway = cfg.MODEL.ARCH in cfg.MODEL.MULTI_PATHWAY_ARCH
+        self.schedule.validate(
+            min_crop=network_stride(cfg),
+            min_frames=cfg.SLOWFAST.ALPHA if multi_pathway else 1,
+        )
 
         model = build_model(cfg)
         if self.is_master and cfg.LOG_MODEL_INFO:
-            log_model_info(model, cfg)
+            with runtime.preserved_rng():  # logging must not change the run
+                log_model_info(model, cfg)
         self.bn = None
-        if cfg.MULTIGRID.LONG_CYCLE or cfg.MULTIGRID.SHORT_CYCLE:
+        multigrid = cfg.MULTIGRID.LONG_CYCLE or cfg.MULTIGRID.SHORT_CYCLE
+        if multigrid or cfg.BN.NORM_TYPE != "batchnorm":
             convert_to_sub_bn(model)
             sync_sizes = {
                 self.schedule.bn_sync_size(e) for e in range(self.schedule.max_epoch)
@@ -82,8 +89,18 @@ class Trainer:
             cfg, "train", shape_fn=self._shape_fn, num_procs=world_size, rank=rank
         )
         self.val_loader = construct_loader(cfg, "val", num_procs=world_size, rank=rank)
+        self.precise_loader = None
+        if cfg.BN.USE_PRECISE_STATS:
+            self.precise_loader = construct_loader(
+                cfg, "train", num_procs=world_size, rank=rank
+            )
         self.dataset_size = len(self.train_loader.dataset)
-        self.start_epoch, self.global_iter = self._resume()
+        self._check_epochs_have_iterations()
+        self.start_epoch = resume_or_init(
+            cfg, self.model, self.optimizer, self.scaler, rank, world_size
+        )
+        # Derived, not stored: TensorBoard steps never go backwards on resume.
+        self.global_iter = sum(self._iters(e) for e in range(self.start_epoch))
         self.writer = None
         if self.is_master:
             self._write_run_files()
@@ -107,41 +124,22 @@ class Trainer:
         )
         return shape.per_proc_batch, grid
 
-    def _resume(self) -> tuple[int, int]:
-        """Loads the newest checkpoint of OUTPUT_DIR, or the initial weights."""
-        cfg = self.cfg
-        path = None
-        if cfg.TRAIN.AUTO_RESUME:
-            path = cu.get_last_checkpoint(cfg.OUTPUT_DIR)
-        if path is not None:
-            info = cu.load_checkpoint(
-                path,
-                self.model,
-                data_parallel=self.world_size > 1,
-                optimizer=self.optimizer,
-                scaler=self.scaler,
-            )
-            if "rng_state" in info:
-                runtime.set_rng_state(
-                    info["rng_state"][self.rank % len(info["rng_state"])]
+    def _iters(self, epoch: int) -> int:
+        """Iterations of each process in ``epoch`` (equals the loader's length)."""
+        shard = -(-self.dataset_size // self.world_size)
+        return self.schedule.iters_in_epoch(epoch, shard * self.world_size)
+
+    def _check_epochs_have_iterations(self) -> None:
+        """Fails early when a shape's batches do not fit in an epoch's shard."""
+        for epoch in range(self.schedule.max_epoch):
+            if self._iters(epoch) == 0:
+                shape = self.schedule.iter_shape(epoch, 0)
+                raise ValueError(
+                    f"epoch {epoch + 1}: the first batch ({shape.batch_size} clips "
+                    f"of {shape.num_frames}x{shape.crop_size}) is larger than the "
+                    f"{self.dataset_size} training clips; lower TRAIN.BATCH_SIZE "
+                    "or use more data"
                 )
-            logger.info("resumed from %s (epoch %d)", path, info["epoch"] + 1)
-            return info["epoch"] + 1, int(info.get("global_iter", 0))
-        if cfg.TRAIN.CHECKPOINT_FILE_PATH:
-            info = cu.load_checkpoint(
-                cfg.TRAIN.CHECKPOINT_FILE_PATH,
-                self.model,
-                data_parallel=self.world_size > 1,
-                optimizer=None,
-                inflation=cfg.TRAIN.CHECKPOINT_INFLATE,
-                convert_from_caffe2=cfg.TRAIN.CHECKPOINT_TYPE == "caffe2",
-                epoch_reset=cfg.TRAIN.CHECKPOINT_EPOCH_RESET,
-                clear_name_pattern=cfg.TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN,
-            )
-            logger.info("initialised from %s", cfg.TRAIN.CHECKPOINT_FILE_PATH)
-            if not cfg.TRAIN.CHECKPOINT_EPOCH_RESET:
-                return info["epoch"] + 1, 0
-        return 0, 0
 
     def _write_run_files(self) -> None:
         """Writes the resolved config and schedule to OUTPUT_DIR."""
@@ -162,44 +160,69 @@ class Trainer:
             max_epoch,
             self.dataset_size,
         )
-        for epoch in range(self.start_epoch, max_epoch):
-            self.train_epoch(epoch)
-            rng = runtime.get_rng_state()
-            last = epoch + 1 == max_epoch
-            do_eval = (epoch + 1) % self.cfg.TRAIN.EVAL_PERIOD == 0 or last
-            do_ckpt = (epoch + 1) % self.cfg.TRAIN.CHECKPOINT_PERIOD == 0 or last
+        try:
+            for epoch in range(self.start_epoch, max_epoch):
+                self.train_epoch(epoch)
+                self.end_epoch(epoch)
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+
+    def end_epoch(self, epoch: int) -> None:
+        """Precise BN, checkpoint and validation, as their periods say.
+
+        Evaluation runs with the training RNG states put aside, so a resumed
+        run (which skips it) draws the same random numbers afterwards.
+
+        Args:
+            epoch: index of the finished epoch.
+        """
+        cfg = self.cfg
+        rng = runtime.get_rng_state()
+        last = epoch + 1 == self.schedule.max_epoch
+        do_eval = (epoch + 1) % cfg.TRAIN.EVAL_PERIOD == 0 or last
+        do_ckpt = (epoch + 1) % cfg.TRAIN.CHECKPOINT_PERIOD == 0 or last
+        if not (do_eval or do_ckpt):
+            return
+        with runtime.preserved_rng():
+            if self.precise_loader is not None:
+                self.precise_bn(epoch)
+        self.sync_buffers()
+        if do_ckpt:
+            save(
+                cfg,
+                self.model,
+                self.optimizer,
+                self.scaler,
+                epoch,
+                rng,
+                self.rank,
+                self.world_size,
+            )
+        if do_eval:
             with runtime.preserved_rng():
-                if self.cfg.BN.USE_PRECISE_STATS and (do_eval or do_ckpt):
-                    self.precise_bn()
-            if do_eval or do_ckpt:
-                self.sync_buffers()
-            if do_ckpt:
-                self.save(epoch, rng)
-            if do_eval:
-                with runtime.preserved_rng():
-                    self.validate(epoch)
-        if self.writer is not None:
-            self.writer.close()
+                self.validate(epoch)
 
     def train_epoch(self, epoch: int) -> None:
-        """Trains one pass over the training set at the schedule's shapes."""
+        """Trains one pass over the training set at the schedule's shapes.
+
+        Args:
+            epoch: epoch index.
+        """
         cfg, sched = self.cfg, self.schedule
         self.model.train()
         self.train_loader.batch_sampler.set_epoch(epoch)
         iters = len(self.train_loader)
-        later = sum(
-            sched.iters_in_epoch(e, self.dataset_size)
-            for e in range(epoch + 1, sched.max_epoch)
-        )
+        later = sum(self._iters(e) for e in range(epoch + 1, sched.max_epoch))
         meter = TrainMeter(cfg.LOG_PERIOD, iters, later)
         monitor = BadDataMonitor(self.dataset_size, cfg.DATA.MAX_BAD_FRACTION)
         entry = sched.entry_at(epoch)
+        epoch_str = f"{epoch + 1}/{sched.max_epoch}"
         logger.info(
-            "epoch %d/%d, stage %d, shape %dx%dx%d, %d iterations",
-            epoch + 1,
-            sched.max_epoch,
+            "epoch %s, stage %d, shape %dx%dx%d, %d iterations",
+            epoch_str,
             entry.lr_stage,
-            sched.iter_shape(epoch, iters - 1).batch_size,
+            cfg.TRAIN.BATCH_SIZE * entry.batch_factor,
             entry.num_frames,
             entry.crop_size,
             iters,
@@ -211,7 +234,7 @@ class Trainer:
             shape = sched.iter_shape(epoch, it)
             if inputs[0].shape[0] != shape.per_proc_batch:
                 raise RuntimeError(
-                    f"epoch {epoch + 1} iteration {it}: loader gave "
+                    f"epoch {epoch_str} iteration {it}: loader gave "
                     f"{inputs[0].shape[0]} clips, schedule expects "
                     f"{shape.per_proc_batch}"
                 )
@@ -219,41 +242,44 @@ class Trainer:
                 self.bn.apply(shape.bn_splits, sched.bn_sync_size(epoch))
             lr = sched.lr_at(epoch + it / iters)
             set_lr(self.optimizer, lr)
-            loss, preds = self._step(inputs, labels)
-            stats = self._reduce_stats(loss, preds, labels, extras["num_failed"])
-            if not math.isfinite(stats[0]):
+            loss, top1, top5, failed = self._step(inputs, labels, extras["num_failed"])
+            if not math.isfinite(loss):
                 raise FloatingPointError(
-                    f"loss is {stats[0]} at epoch {epoch + 1}, iteration {it} "
+                    f"loss is {loss} at epoch {epoch_str}, iteration {it} "
                     f"(global iteration {self.global_iter}); the last good "
                     f"checkpoint is {cu.get_last_checkpoint(cfg.OUTPUT_DIR)}"
                 )
-            monitor.update(int(stats[3]))
+            monitor.update(int(failed))
             compute_time = time.perf_counter() - tic - data_time
-            top = (None, None) if cfg.DATA.MULTI_LABEL else (stats[1], stats[2])
-            meter.add(stats[0], shape.batch_size, data_time, compute_time, *top)
+            top = (None, None) if cfg.DATA.MULTI_LABEL else (top1, top5)
+            meter.add(loss, shape.batch_size, data_time, compute_time, *top)
             self.global_iter += 1
-            shape_str = f"{shape.batch_size}x{shape.num_frames}x{shape.crop_size}"
             if (it + 1) % cfg.LOG_PERIOD == 0:
-                line = meter.iter_stats(
-                    f"{epoch + 1}/{sched.max_epoch}", it, lr, shape_str
-                )
+                shape_str = f"{shape.batch_size}x{shape.num_frames}x{shape.crop_size}"
+                line = meter.iter_stats(epoch_str, it, lr, shape_str)
                 log_json_stats(line, cfg.OUTPUT_DIR, self.rank)
             if self.writer is not None:
-                self.writer.add_scalar("Train/loss", stats[0], self.global_iter)
-                self.writer.add_scalar("Train/lr", lr, self.global_iter)
-                self.writer.add_scalar(
-                    "Train/batch_size", shape.batch_size, self.global_iter
-                )
+                step = self.global_iter
+                self.writer.add_scalar("Train/loss", loss, step)
+                self.writer.add_scalar("Train/lr", lr, step)
+                self.writer.add_scalar("Train/batch_size", shape.batch_size, step)
             tic = time.perf_counter()
-        failed = monitor.end_epoch(epoch)
-        line = meter.epoch_stats(f"{epoch + 1}/{sched.max_epoch}", lr)
-        line["bad_videos"] = failed
+        line = meter.epoch_stats(epoch_str, lr)
+        line["bad_videos"] = monitor.end_epoch(epoch)
         log_json_stats(line, cfg.OUTPUT_DIR, self.rank)
         if self.writer is not None:
             self.writer.add_scalar("Train/epoch_loss", line["loss"], self.global_iter)
 
-    def _step(self, inputs, labels) -> tuple[torch.Tensor, torch.Tensor]:
-        """One forward/backward/update; returns (loss, predictions)."""
+    def _step(self, inputs, labels, num_failed) -> list[float]:
+        """One forward/backward/update.
+
+        The statistics are reduced over processes right after the forward
+        pass, so that a non-finite loss stops every process at the same
+        iteration, before any gradient all-reduce.
+
+        Returns:
+            [loss, top1_err, top5_err, failed videos] over all processes.
+        """
         inputs = [x.to(self.device, non_blocking=True) for x in inputs]
         if self.cfg.MODEL.CHANNELS_LAST_3D:
             inputs = [
@@ -263,9 +289,10 @@ class Trainer:
         with self.autocast():
             preds = self.model(inputs)
             loss = self.loss_fn(preds.float(), labels)
+        stats = self._reduce_stats(loss.detach(), preds.detach(), labels, num_failed)
+        if not math.isfinite(stats[0]):
+            return stats
         self.optimizer.zero_grad(set_to_none=True)
-        if not torch.isfinite(loss):
-            return loss.detach(), preds.detach()
         clip = self.cfg.SOLVER.CLIP_GRAD_L2NORM
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
@@ -279,14 +306,14 @@ class Trainer:
             if clip:
                 nn.utils.clip_grad_norm_(self.model.parameters(), clip)
             self.optimizer.step()
-        return loss.detach(), preds.detach()
+        return stats
 
     def _reduce_stats(self, loss, preds, labels, num_failed) -> list[float]:
         """[loss, top1_err, top5_err, failed videos] averaged/summed over processes."""
         if self.cfg.DATA.MULTI_LABEL:
             top1, top5 = 0.0, 0.0
         else:
-            top1, top5 = topk_errors(preds.float().cpu(), labels.cpu(), (1, 5))
+            top1, top5 = topk_errors(preds.float(), labels, (1, 5))
         failed = float(torch.as_tensor(num_failed).sum())
         stats = torch.tensor([loss.item(), top1, top5, failed], dtype=torch.float64)
         if self.world_size > 1:
@@ -296,12 +323,14 @@ class Trainer:
         return stats.cpu().tolist()
 
     # ----------------------------------------------------------- epoch ends
-    def precise_bn(self) -> None:
-        """Recomputes BN statistics at the base shape (BN.USE_PRECISE_STATS)."""
-        loader = construct_loader(
-            self.cfg, "train", num_procs=self.world_size, rank=self.rank
-        )
-        loader.batch_sampler.set_epoch(0)
+    def precise_bn(self, epoch: int) -> None:
+        """Recomputes BN statistics at the base shape (BN.USE_PRECISE_STATS).
+
+        Args:
+            epoch: the finished epoch (selects the clips used).
+        """
+        loader = self.precise_loader
+        loader.batch_sampler.set_epoch(epoch)
         if self.bn is not None:
             self.bn.apply(1, 1)
         device = self.device
@@ -322,24 +351,6 @@ class Trainer:
                 if buf.is_floating_point():
                     dist.all_reduce(buf)
                     buf /= self.world_size
-
-    def save(self, epoch: int, rng_state: dict) -> None:
-        """Saves a checkpoint (all ranks' RNG states, gathered on rank 0)."""
-        states = [rng_state]
-        if self.world_size > 1:
-            states = [None] * self.world_size
-            dist.all_gather_object(states, rng_state)
-        if self.is_master:
-            path = cu.save_checkpoint(
-                self.cfg.OUTPUT_DIR,
-                self.model,
-                self.optimizer,
-                epoch,
-                self.cfg,
-                scaler=self.scaler,
-                extra={"rng_state": states, "global_iter": self.global_iter},
-            )
-            logger.info("saved %s", path)
 
     def validate(self, epoch: int) -> dict:
         """One view per video of the val split; logs and returns the metrics."""

@@ -58,8 +58,9 @@ def schedule_fields(cfg: CfgNode, num_procs: int) -> dict:
     if cfg.BN.NORM_TYPE == "sub_batchnorm":
         bn_default = (cfg.BN.NUM_SPLITS, 1)
     elif cfg.BN.NORM_TYPE == "sync_batchnorm":
-        sync = cfg.BN.NUM_SYNC_DEVICES
-        bn_default = (1, num_procs if sync == 1 else sync)
+        # As the reference: statistics shared by groups of NUM_SYNC_DEVICES
+        # processes (1: no sharing).
+        bn_default = (1, min(cfg.BN.NUM_SYNC_DEVICES, num_procs))
     else:
         bn_default = (1, 1)
     return dict(

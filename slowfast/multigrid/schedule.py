@@ -136,16 +136,26 @@ class MultigridSchedule:
         """Resolved SOLVER.LRS (relative to BASE_LR) of the LR policy."""
         return self.policy.lrs
 
-    def validate(self, min_crop: int) -> None:
-        """Checks that every crop of the schedule is at least ``min_crop``.
+    def validate(self, min_crop: int, min_frames: int = 1) -> None:
+        """Checks every crop and clip length of the schedule against the network.
 
         Args:
             min_crop: the network's total spatial stride (e.g. 32).
+            min_frames: the fewest frames a clip may have (SLOWFAST.ALPHA for
+                SlowFast, whose slow pathway takes every ALPHA-th frame).
 
         Raises:
-            ValueError: a crop below ``min_crop``, naming the config key.
+            ValueError: a crop below ``min_crop`` or a clip with fewer than
+                ``min_frames`` frames, naming the config key.
         """
         check_crops(self, min_crop)
+        for index, entry in enumerate(self.entries):
+            if entry.num_frames < min_frames:
+                raise ValueError(
+                    f"MULTIGRID.LONG_CYCLE_FACTORS: schedule entry {index} has "
+                    f"{entry.num_frames} frames, fewer than {min_frames} "
+                    "(SLOWFAST.ALPHA: the slow pathway needs at least one frame)"
+                )
 
     def entry_index(self, epoch: int) -> int:
         """Returns the index of the entry that holds ``epoch``.
@@ -255,7 +265,7 @@ class MultigridSchedule:
             int: 1 when each process holds at least MULTIGRID.BN_BASE_SIZE clips
             at the long-cycle shape; else the group size (the trainer builds the
             process groups). Without multigrid: BN.NUM_SYNC_DEVICES for
-            ``sync_batchnorm`` (1 meaning all processes), else 1.
+            ``sync_batchnorm`` (capped at the number of processes), else 1.
         """
         return self.bn_groups(self.entry_at(epoch))[1]
 

@@ -1,0 +1,243 @@
+"""Writes the Moving Digits datasets in the Kinetics, SSv2 and Charades layouts.
+
+Every video is rendered from its own ``numpy`` generator seeded with
+``(seed, layout, split, index)``, so regenerating gives identical files and a
+video does not depend on which other videos or layouts were generated.
+"""
+
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Sequence
+
+import numpy as np
+import torch
+
+from slowfast.datasets.demo.digits import DigitBank, load_digit_bank
+from slowfast.datasets.demo.scenes import charades_scene, kinetics_scene, ssv2_scene
+from slowfast.datasets.demo.specs import (
+    LAYOUTS,
+    NUM_CLASSES,
+    SSV2_TEMPLATES,
+    LayoutSpec,
+    get_spec,
+)
+from slowfast.datasets.demo.writers import (
+    frame_list_rows,
+    pick_codec,
+    write_frame_list,
+    write_jpeg_frames,
+    write_json,
+    write_kinetics_list,
+    write_mp4,
+)
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "demo_manifest.json"
+_LAYOUT_IDS = {"kinetics": 0, "ssv2": 1, "charades": 2}
+_SPLIT_IDS = {"train": 0, "val": 1, "test": 2}
+
+
+@dataclass(frozen=True)
+class LayoutSummary:
+    """What one layout's generation wrote.
+
+    Attributes:
+        layout: "kinetics", "ssv2" or "charades".
+        folder: the layout's folder.
+        videos: split -> number of videos.
+        num_classes: number of classes.
+        seconds: wall time of the generation.
+    """
+
+    layout: str
+    folder: str
+    videos: Dict[str, int]
+    num_classes: int
+    seconds: float
+
+    def line(self) -> str:
+        """One-line human summary."""
+        counts = ", ".join(f"{split} {n}" for split, n in self.videos.items())
+        total = sum(self.videos.values())
+        return (
+            f"{self.layout:9s} {total:5d} videos ({counts}), {self.num_classes} "
+            f"classes, {self.seconds:.1f} s -> {self.folder}"
+        )
+
+
+def video_rng(seed: int, layout: str, split: str, index: int) -> np.random.Generator:
+    """The generator of one video (independent of every other video).
+
+    Args:
+        seed: the dataset seed.
+        layout: layout name.
+        split: "train", "val" or "test".
+        index: the video's index within its split.
+
+    Returns:
+        np.random.Generator: seeded from (seed, layout, split, index).
+    """
+    return np.random.default_rng([seed, _LAYOUT_IDS[layout], _SPLIT_IDS[split], index])
+
+
+def _pool(split: str) -> str:
+    return "train" if split == "train" else "heldout"
+
+
+def _prepare_folder(folder: str) -> None:
+    """Empties a folder this generator wrote before; refuses any other folder."""
+    if os.path.isdir(folder) and os.listdir(folder):
+        if not os.path.isfile(os.path.join(folder, MANIFEST)):
+            raise FileExistsError(
+                f"{folder}: not empty and has no {MANIFEST}; refusing to overwrite "
+                "a folder the demo generator did not write"
+            )
+        shutil.rmtree(folder)
+    os.makedirs(folder, exist_ok=True)
+
+
+def _write_kinetics(folder: str, spec: LayoutSpec, bank: DigitBank, seed: int) -> None:
+    codec = pick_codec()
+    for split, count in spec.videos.items():
+        rows = []
+        for index in range(count):
+            digit = index % NUM_CLASSES["kinetics"]
+            rng = video_rng(seed, "kinetics", split, index)
+            frames = kinetics_scene(rng, bank, _pool(split), digit, spec)
+            relative = f"videos/{split}/{digit}/{split}_{index:05d}.mp4"
+            write_mp4(os.path.join(folder, relative), frames, spec.fps, codec)
+            rows.append((relative, digit))
+        write_kinetics_list(os.path.join(folder, f"{split}.csv"), rows)
+
+
+def _write_ssv2(folder: str, spec: LayoutSpec, bank: DigitBank, seed: int) -> None:
+    plain = [template.replace("[", "").replace("]", "") for template in SSV2_TEMPLATES]
+    write_json(
+        os.path.join(folder, "something-something-v2-labels.json"),
+        {name: str(index) for index, name in enumerate(plain)},
+    )
+    json_names = {"train": "train", "val": "validation"}
+    for split, count in spec.videos.items():
+        entries, lines = [], []
+        for index in range(count):
+            motion = index % len(SSV2_TEMPLATES)
+            rng = video_rng(seed, "ssv2", split, index)
+            frames, digit = ssv2_scene(rng, bank, _pool(split), motion, spec)
+            video_id = str((_SPLIT_IDS[split] + 1) * 100000 + index)
+            paths = write_jpeg_frames(
+                folder, f"frames/{video_id}", video_id + "_{:06d}.jpg", frames
+            )
+            lines += frame_list_rows(video_id, index, paths, [[]] * len(paths))
+            thing = f"digit {digit}"
+            label = SSV2_TEMPLATES[motion].replace("[something]", thing)
+            entries.append(
+                {
+                    "id": video_id,
+                    "label": label[0].lower() + label[1:],
+                    "template": SSV2_TEMPLATES[motion],
+                    "placeholders": [thing],
+                }
+            )
+        name = f"something-something-v2-{json_names[split]}.json"
+        write_json(os.path.join(folder, name), entries)
+        write_frame_list(os.path.join(folder, f"{split}.csv"), lines)
+
+
+def _write_charades(folder: str, spec: LayoutSpec, bank: DigitBank, seed: int) -> None:
+    for split, count in spec.videos.items():
+        lines = []
+        for index in range(count):
+            rng = video_rng(seed, "charades", split, index)
+            frames, labels = charades_scene(rng, bank, _pool(split), spec)
+            video_id = f"{split[:2].upper()}{index:04d}"
+            paths = write_jpeg_frames(
+                folder, f"frames/{video_id}", video_id + "-{:06d}.jpg", frames
+            )
+            lines += frame_list_rows(video_id, index, paths, labels)
+        write_frame_list(os.path.join(folder, f"{split}.csv"), lines)
+
+
+_WRITERS = {
+    "kinetics": _write_kinetics,
+    "ssv2": _write_ssv2,
+    "charades": _write_charades,
+}
+
+
+def make_layout(
+    out: str, layout: str, size: str, seed: int = 0, bank: DigitBank = None
+) -> LayoutSummary:
+    """Generates one layout into ``<out>/<layout>`` (replacing an earlier run).
+
+    Args:
+        out: the demo data root.
+        layout: "kinetics", "ssv2" or "charades".
+        size: "tiny", "small" or "bench".
+        seed: dataset seed.
+        bank: the digits (loaded when None).
+
+    Returns:
+        LayoutSummary: counts and timing.
+    """
+    spec = get_spec(layout, size)
+    bank = bank if bank is not None else load_digit_bank()
+    folder = os.path.join(out, layout)
+    start = time.perf_counter()
+    _prepare_folder(folder)
+    manifest = {
+        "generator": "slowfast.datasets.demo",
+        "layout": layout,
+        "size": size,
+        "seed": seed,
+        "num_classes": NUM_CLASSES[layout],
+        "videos": dict(spec.videos),
+        "num_frames": spec.num_frames,
+        "height": spec.height,
+        "width": spec.width,
+        "fps": spec.fps,
+        "complete": False,
+    }
+    if layout == "kinetics":
+        manifest["codec"] = pick_codec()
+    write_json(os.path.join(folder, MANIFEST), manifest)
+    _WRITERS[layout](folder, spec, bank, seed)
+    write_json(os.path.join(folder, MANIFEST), {**manifest, "complete": True})
+    summary = LayoutSummary(
+        layout=layout,
+        folder=folder,
+        videos=dict(spec.videos),
+        num_classes=NUM_CLASSES[layout],
+        seconds=time.perf_counter() - start,
+    )
+    logger.info(summary.line())
+    return summary
+
+
+def make_demo_data(
+    out: str, size: str = "small", layouts: Sequence[str] = LAYOUTS, seed: int = 0
+) -> List[LayoutSummary]:
+    """Generates the requested layouts of the Moving Digits data.
+
+    Args:
+        out: the demo data root (one sub-folder per layout).
+        size: "tiny", "small" or "bench".
+        layouts: any of "kinetics", "ssv2", "charades".
+        seed: dataset seed.
+
+    Returns:
+        list: one LayoutSummary per layout, in the order given.
+    """
+    for layout in layouts:
+        get_spec(layout, size)
+    bank = load_digit_bank()
+    # Rendering is many small tensor ops: intra-op threads only add contention.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return [make_layout(out, layout, size, seed, bank) for layout in layouts]
+    finally:
+        torch.set_num_threads(threads)

@@ -1,0 +1,199 @@
+"""The three demo tasks as animated scenes.
+
+* Kinetics layout: one digit bounces around; the class is the digit (0-9),
+  its motion is random, so appearance decides.
+* SSv2 layout: one random digit moves in one of eight ways; the class is the
+  motion, so a single frame cannot tell it.
+* Charades layout: 1-3 different digits each appear over their own span; the
+  labels of a frame are the digits visible in it (multi-label).
+"""
+
+import math
+from typing import List, Tuple
+
+import numpy as np
+import torch
+
+from slowfast.datasets.demo.digits import NUM_DIGIT_CLASSES, DigitBank, upscale_digit
+from slowfast.datasets.demo.render import (
+    background,
+    bounce,
+    composite,
+    contrasting_color,
+    moving_blobs,
+    place_sprite,
+)
+from slowfast.datasets.demo.specs import SSV2_TEMPLATES, LayoutSpec
+
+Layer = Tuple[torch.Tensor, torch.Tensor]
+
+
+def _sprite(
+    rng: np.random.Generator, bank: DigitBank, pool: str, spec: LayoutSpec, digit=None
+) -> Tuple[torch.Tensor, int, int]:
+    """Draws a handwritten digit and upscales it to a random size."""
+    image, digit = bank.sample(rng, pool, digit)
+    low, high = spec.style.digit_size
+    size = int(rng.integers(low, high + 1))
+    return upscale_digit(image, size), digit, size
+
+
+def _color(
+    rng: np.random.Generator,
+    backdrop: torch.Tensor,
+    alpha: torch.Tensor,
+    spec: LayoutSpec,
+    gain: float = 1.0,
+) -> torch.Tensor:
+    """A colour standing out by the style's contrast (times ``gain``) where
+    ``alpha`` is drawn."""
+    contrast = gain * float(rng.uniform(*spec.style.contrast))
+    return contrasting_color(rng, backdrop, contrast, alpha, spec.style.polarity)
+
+
+def _bouncing(
+    rng: np.random.Generator, size: float, spec: LayoutSpec, speed=(0.5, 2.5), box=None
+) -> np.ndarray:
+    """A random start and direction, bouncing inside the frame (or ``box``)."""
+    half = size / 2.0
+    lo, hi = (half, half), (spec.width - half, spec.height - half)
+    if box is not None:
+        lo, hi = (box[0] + half, half), (max(box[0] + half, box[1] - half), hi[1])
+    start = rng.uniform(lo, hi)
+    angle = rng.uniform(0.0, 2.0 * math.pi)
+    velocity = rng.uniform(*speed) * np.array([math.cos(angle), math.sin(angle)])
+    return bounce(start, velocity, lo, hi, spec.num_frames)
+
+
+def _clutter(rng: np.random.Generator, spec: LayoutSpec) -> List[Layer]:
+    count = int(rng.integers(0, spec.style.blobs + 1))
+    return moving_blobs(rng, count, spec.num_frames, spec.height, spec.width)
+
+
+def kinetics_scene(
+    rng: np.random.Generator, bank: DigitBank, pool: str, digit: int, spec: LayoutSpec
+) -> np.ndarray:
+    """Renders a video whose class is the identity of the moving digit.
+
+    Args:
+        rng: the video's random generator.
+        bank: the handwritten digits.
+        pool: digit pool ("train" or "heldout").
+        digit: the class, 0-9.
+        spec: geometry and style.
+
+    Returns:
+        np.ndarray: (T, H, W, 3) uint8 frames.
+    """
+    num, height, width = spec.num_frames, spec.height, spec.width
+    backdrop = background(rng, height, width, spec.style.texture, spec.style.saturation)
+    layers: List[Layer] = []
+    for _ in range(spec.style.distractors):
+        other = int((digit + rng.integers(1, NUM_DIGIT_CLASSES)) % NUM_DIGIT_CLASSES)
+        sprite, _, size = _sprite(rng, bank, pool, spec, other)
+        center = _bouncing(rng, size, spec)[:1]
+        angle = np.array([rng.uniform(-0.3, 0.3)])
+        still = place_sprite(sprite, center, np.array([size]), angle, height, width)
+        color = _color(rng, backdrop, still, spec, gain=0.5)
+        layers.append((still.expand(num, height, width), color))
+    sprite, _, size = _sprite(rng, bank, pool, spec, digit)
+    margin = spec.style.margin * width
+    path = _bouncing(rng, size, spec, spec.style.speed, (margin, width - margin))
+    angles = np.full(num, rng.uniform(-0.3, 0.3))
+    alpha = place_sprite(sprite, path, np.full(num, size), angles, height, width)
+    layers.append((alpha, _color(rng, backdrop, alpha, spec)))
+    layers.extend(_clutter(rng, spec))
+    return composite(rng, backdrop, layers, spec.style.noise_std)
+
+
+def ssv2_scene(
+    rng: np.random.Generator, bank: DigitBank, pool: str, motion: int, spec: LayoutSpec
+) -> Tuple[np.ndarray, int]:
+    """Renders a video whose class is how a random digit moves.
+
+    Args:
+        rng: the video's random generator.
+        bank: the handwritten digits.
+        pool: digit pool ("train" or "heldout").
+        motion: index into ``SSV2_TEMPLATES``.
+        spec: geometry and style.
+
+    Returns:
+        (frames, digit): (T, H, W, 3) uint8 frames and the digit shown.
+    """
+    if not 0 <= motion < len(SSV2_TEMPLATES):
+        raise ValueError(f"ssv2 motion class {motion} out of range")
+    num, height, width = spec.num_frames, spec.height, spec.width
+    backdrop = background(rng, height, width, spec.style.texture, spec.style.saturation)
+    sprite, digit, size = _sprite(rng, bank, pool, spec)
+    t = np.linspace(0.0, 1.0, num)[:, None]
+    extent = np.array([width, height], dtype=np.float64)
+    center = rng.uniform(0.4, 0.6, size=2) * extent
+    drift = rng.uniform(-0.08, 0.08, size=2) * extent
+    sizes = np.full(num, float(size))
+    angle0 = rng.uniform(-0.3, 0.3)
+    angles = np.full(num, angle0)
+    if motion < 4:
+        axis, sign = (0, 1.0) if motion < 2 else (1, 1.0)
+        if motion in (1, 2):
+            sign = -1.0
+        travel = rng.uniform(0.35, 0.55) * extent[axis]
+        step = np.zeros(2)
+        step[axis] = sign * travel
+        drift[axis] = 0.0
+        start = center - step / 2.0
+        path = start + t * step + (t - 0.5) * drift
+    else:
+        path = center + (t - 0.5) * drift
+        if motion in (4, 5):
+            small, big = rng.uniform(0.5, 0.7), rng.uniform(1.3, 1.6)
+            grow = np.geomspace(small, big, num)
+            sizes = size * (grow if motion == 4 else grow[::-1])
+        else:
+            turn = rng.uniform(0.5, 1.2) * math.pi
+            sign = 1.0 if motion == 6 else -1.0
+            angles = angle0 + sign * turn * t[:, 0]
+    alpha = place_sprite(sprite, path, sizes, angles, height, width)
+    layers = [(alpha, _color(rng, backdrop, alpha, spec))] + _clutter(rng, spec)
+    return composite(rng, backdrop, layers, spec.style.noise_std), digit
+
+
+def charades_scene(
+    rng: np.random.Generator, bank: DigitBank, pool: str, spec: LayoutSpec
+) -> Tuple[np.ndarray, List[List[int]]]:
+    """Renders 1-3 different digits, each visible over its own span of frames.
+
+    Args:
+        rng: the video's random generator.
+        bank: the handwritten digits.
+        pool: digit pool ("train" or "heldout").
+        spec: geometry and style.
+
+    Returns:
+        (frames, labels): (T, H, W, 3) uint8 frames and, per frame, the sorted
+        digits visible in it (possibly empty).
+    """
+    num, height, width = spec.num_frames, spec.height, spec.width
+    backdrop = background(rng, height, width, spec.style.texture, spec.style.saturation)
+    count = int(rng.integers(1, 4))
+    digits = rng.choice(NUM_DIGIT_CLASSES, size=count, replace=False)
+    slots = rng.permutation(count)
+    labels: List[List[int]] = [[] for _ in range(num)]
+    layers: List[Layer] = []
+    for digit, slot in zip(digits, slots):
+        sprite, _, size = _sprite(rng, bank, pool, spec, int(digit))
+        box = (slot * width / count, (slot + 1) * width / count)
+        path = _bouncing(rng, size, spec, speed=(0.3, 1.2), box=box)
+        length = int(rng.integers(num // 4, 3 * num // 4 + 1))
+        first = int(rng.integers(0, num - length + 1))
+        visible = torch.zeros(num)
+        visible[first : first + length] = 1.0
+        angles = np.full(num, rng.uniform(-0.3, 0.3))
+        alpha = place_sprite(sprite, path, np.full(num, size), angles, height, width)
+        alpha = alpha * visible[:, None, None]
+        layers.append((alpha, _color(rng, backdrop, alpha, spec)))
+        for frame in range(first, first + length):
+            labels[frame].append(int(digit))
+    layers.extend(_clutter(rng, spec))
+    frames = composite(rng, backdrop, layers, spec.style.noise_std)
+    return frames, [sorted(frame_labels) for frame_labels in labels]

@@ -1,0 +1,145 @@
+"""Sizes and difficulty of the demo datasets, per layout.
+
+``tiny`` is for unit tests (seconds), ``small`` for the README demo (a tiny
+model learns the Kinetics layout in minutes on 2 cores), ``bench`` for the
+loader benchmark and for comparing training methods (harder: smaller digits,
+weaker contrast, clutter and distractor digits, so a tiny model stays clearly
+below 100%).
+"""
+
+from dataclasses import dataclass, replace
+from typing import Dict, Tuple
+
+LAYOUTS = ("kinetics", "ssv2", "charades")
+SIZES = ("tiny", "small", "bench")
+
+# Motion classes of the SSv2 layout, in class-id order (digit identity is random).
+SSV2_TEMPLATES = (
+    "Moving [something] from left to right",
+    "Moving [something] from right to left",
+    "Moving [something] up",
+    "Moving [something] down",
+    "Moving [something] towards the camera",
+    "Moving [something] away from the camera",
+    "Turning [something] clockwise",
+    "Turning [something] counterclockwise",
+)
+
+NUM_CLASSES = {"kinetics": 10, "ssv2": len(SSV2_TEMPLATES), "charades": 10}
+
+
+@dataclass(frozen=True)
+class Style:
+    """How hard the videos are to read.
+
+    Attributes:
+        digit_size: (min, max) sprite side in pixels before any motion scaling.
+        contrast: (min, max) luminance difference between digit and background.
+        texture: amplitude of the background texture (0: flat colour).
+        saturation: spread of the background colours around grey (0: grey);
+            colourful, unique backgrounds let a small model memorise videos.
+        polarity: digits darker (-1) or brighter (+1) than the background, or
+            either (0); mixed polarity makes digits harder to learn.
+        speed: (min, max) speed of moving digits in pixels per frame.
+        noise_std: std of the per-pixel Gaussian noise, per frame.
+        blobs: at most this many drifting clutter spots (uniform 0..blobs).
+        distractors: static, fainter digits of other classes (Kinetics only).
+        margin: share of the width on each side the moving digit stays out of
+            (Kinetics only), so that random training crops keep it in view.
+    """
+
+    digit_size: Tuple[int, int]
+    contrast: Tuple[float, float]
+    texture: float
+    noise_std: float
+    saturation: float = 0.3
+    polarity: int = 0
+    speed: Tuple[float, float] = (0.5, 2.5)
+    blobs: int = 0
+    distractors: int = 0
+    margin: float = 0.0
+
+
+@dataclass(frozen=True)
+class LayoutSpec:
+    """One layout at one size.
+
+    Attributes:
+        videos: split name -> number of videos (classes cycle for balance).
+        num_frames: frames per video.
+        height: frame height in pixels (even: yuv420p needs it).
+        width: frame width in pixels (even).
+        fps: frame rate written into the mp4 files.
+        style: difficulty knobs.
+    """
+
+    videos: Dict[str, int]
+    num_frames: int
+    height: int
+    width: int
+    fps: int
+    style: Style
+
+
+_EASY = Style(
+    digit_size=(32, 42),
+    contrast=(0.5, 0.7),
+    texture=0.08,
+    noise_std=0.02,
+    saturation=0.08,
+)
+_HARD = Style(
+    digit_size=(20, 28),
+    contrast=(0.25, 0.45),
+    texture=0.3,
+    noise_std=0.06,
+    blobs=3,
+    distractors=2,
+)
+_MOTION_HARD = Style(
+    digit_size=(20, 30), contrast=(0.25, 0.45), texture=0.3, noise_std=0.05, blobs=3
+)
+# Kinetics layout: the moving digit stays in the central 80% of the width.
+_KINETICS_EASY = replace(_EASY, margin=0.1)
+_KINETICS_HARD = replace(_HARD, margin=0.1)
+
+_SPECS = {
+    ("kinetics", "tiny"): LayoutSpec(
+        {"train": 10, "val": 5, "test": 5}, 48, 96, 112, 30, _KINETICS_EASY
+    ),
+    ("kinetics", "small"): LayoutSpec(
+        {"train": 250, "val": 50, "test": 50}, 48, 96, 112, 30, _KINETICS_EASY
+    ),
+    ("kinetics", "bench"): LayoutSpec(
+        {"train": 1000, "val": 200, "test": 200}, 64, 96, 112, 30, _KINETICS_HARD
+    ),
+    ("ssv2", "tiny"): LayoutSpec({"train": 8, "val": 4}, 32, 96, 128, 12, _EASY),
+    ("ssv2", "small"): LayoutSpec({"train": 160, "val": 40}, 32, 96, 128, 12, _EASY),
+    ("ssv2", "bench"): LayoutSpec(
+        {"train": 480, "val": 120}, 32, 96, 128, 12, _MOTION_HARD
+    ),
+    ("charades", "tiny"): LayoutSpec({"train": 4, "val": 2}, 48, 96, 128, 24, _EASY),
+    ("charades", "small"): LayoutSpec(
+        {"train": 100, "val": 30}, 80, 96, 128, 24, _EASY
+    ),
+    ("charades", "bench"): LayoutSpec(
+        {"train": 300, "val": 80}, 96, 96, 128, 24, _HARD
+    ),
+}
+
+
+def get_spec(layout: str, size: str) -> LayoutSpec:
+    """Returns the spec of one layout at one size.
+
+    Args:
+        layout: "kinetics", "ssv2" or "charades".
+        size: "tiny", "small" or "bench".
+
+    Returns:
+        LayoutSpec: counts, frame geometry and style.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"demo layout {layout!r} unknown; expected one of {LAYOUTS}")
+    if size not in SIZES:
+        raise ValueError(f"demo size {size!r} unknown; expected one of {SIZES}")
+    return _SPECS[(layout, size)]

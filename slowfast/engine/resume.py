@@ -1,0 +1,114 @@
+"""Where a run starts: the newest checkpoint of OUTPUT_DIR or the initial weights."""
+
+import logging
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+from fvcore.common.config import CfgNode
+from torch import nn
+
+from slowfast.engine import runtime
+from slowfast.utils import checkpoint as cu
+
+logger = logging.getLogger(__name__)
+
+
+def resume_or_init(
+    cfg: CfgNode,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: Optional[object],
+    rank: int,
+    world_size: int,
+) -> int:
+    """Loads the state a run continues from and returns its first epoch.
+
+    With TRAIN.AUTO_RESUME the newest valid checkpoint of OUTPUT_DIR restores
+    model, optimizer, scaler and this process's RNG states. Otherwise
+    TRAIN.CHECKPOINT_FILE_PATH, when set, initialises the model (and, unless
+    TRAIN.CHECKPOINT_EPOCH_RESET, the optimizer and the epoch), as the
+    reference does.
+
+    Args:
+        cfg: the frozen config.
+        model: the model (DDP-wrapped when ``world_size > 1``).
+        optimizer: the optimizer.
+        scaler: the GradScaler, or None.
+        rank: global rank of this process.
+        world_size: number of processes.
+
+    Returns:
+        int: the epoch index to start training at.
+    """
+    path = cu.get_last_checkpoint(cfg.OUTPUT_DIR) if cfg.TRAIN.AUTO_RESUME else None
+    if path is not None:
+        info = cu.load_checkpoint(
+            path,
+            model,
+            data_parallel=world_size > 1,
+            optimizer=optimizer,
+            scaler=scaler,
+        )
+        states = info.get("rng_state")
+        if states:
+            runtime.set_rng_state(states[rank % len(states)])
+        logger.info("resumed from %s (epoch %d done)", path, info["epoch"] + 1)
+        return info["epoch"] + 1
+    if cfg.TRAIN.CHECKPOINT_FILE_PATH:
+        reset = cfg.TRAIN.CHECKPOINT_EPOCH_RESET
+        info = cu.load_checkpoint(
+            cfg.TRAIN.CHECKPOINT_FILE_PATH,
+            model,
+            data_parallel=world_size > 1,
+            optimizer=None if reset else optimizer,
+            scaler=None if reset else scaler,
+            inflation=cfg.TRAIN.CHECKPOINT_INFLATE,
+            convert_from_caffe2=cfg.TRAIN.CHECKPOINT_TYPE == "caffe2",
+            epoch_reset=reset,
+            clear_name_pattern=cfg.TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN,
+        )
+        logger.info("initialised from %s", cfg.TRAIN.CHECKPOINT_FILE_PATH)
+        return 0 if reset else info["epoch"] + 1
+    return 0
+
+
+def save(
+    cfg: CfgNode,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: Optional[object],
+    epoch: int,
+    rng_state: dict,
+    rank: int,
+    world_size: int,
+) -> None:
+    """Saves the checkpoint of a finished epoch (collective; rank 0 writes).
+
+    Every process's RNG states are gathered so that each resumes its own.
+
+    Args:
+        cfg: the frozen config.
+        model: the model (possibly DDP-wrapped).
+        optimizer: the optimizer.
+        scaler: the GradScaler, or None.
+        epoch: index of the finished epoch.
+        rng_state: this process's RNG states at the end of the epoch.
+        rank: global rank.
+        world_size: number of processes.
+    """
+    states = [rng_state]
+    if world_size > 1:
+        states = [None] * world_size
+        dist.all_gather_object(states, rng_state)
+    if rank == 0:
+        path = cu.save_checkpoint(
+            cfg.OUTPUT_DIR,
+            model,
+            optimizer,
+            epoch,
+            cfg,
+            scaler=scaler,
+            extra={"rng_state": states},
+        )
+        logger.info("saved %s", path)
