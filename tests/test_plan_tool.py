@@ -59,9 +59,11 @@ def test_json_golden_kinetics(reference_dir):
 
 def test_table_and_plot(tmp_path):
     plot = tmp_path / "schedule.png"
+    tiny = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny.yaml")
     proc = _run(
-        *SMALL_OPTS, "--num-procs", "2", "--dataset-size", "1000", "--plot", str(plot)
-    )
+        "--cfg", tiny, *SMALL_OPTS, "TRAIN.BATCH_SIZE", "4",
+        "--num-procs", "2", "--dataset-size", "1000", "--plot", str(plot),
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("#"))
@@ -72,11 +74,12 @@ def test_table_and_plot(tmp_path):
     assert all(row[column - 1] == " " and row[column] != " " for row in rows)
     assert any("iteration ratio" in line for line in lines)
     assert "1000 training clips" in proc.stdout
+    assert "GFLOPs/it" in lines[header] and "GFLOPs vs" in proc.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bad_value_fails_with_one_line():
-    proc = _run(*SMALL_OPTS, "TRAIN.BATCH_SIZE", "63", "--num-procs", "8")
+    proc = _run(*SMALL_OPTS, "TRAIN.BATCH_SIZE", "63", "--num-procs", "8", "--no-flops")
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0
     assert "TRAIN.BATCH_SIZE = 63" in proc.stderr

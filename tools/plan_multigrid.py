@@ -16,7 +16,6 @@ against the configured baseline. ``--json`` prints one JSON object instead.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from typing import Optional
@@ -62,9 +61,10 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", default="", help="write a plot (PNG) here")
     parser.add_argument(
-        "--flops",
-        action="store_true",
-        help="estimate GFLOPs per iteration from the model (slow: builds it)",
+        "--no-flops",
+        dest="flops",
+        action="store_false",
+        help="skip the GFLOPs column (counting builds the model: ~10 s at full size)",
     )
     parser.add_argument("opts", nargs="*", help="config overrides: KEY VALUE ...")
     return parser.parse_intermixed_args(argv)
@@ -83,26 +83,20 @@ def default_num_procs(cfg) -> int:
     return max(1, per_machine) * cfg.NUM_SHARDS
 
 
-def clip_gflops(cfg) -> Optional[float]:
-    """Returns the model's GFLOPs for one clip at the base train shape.
+def clip_gflops(cfg) -> float:
+    """Returns the model's GFLOPs (fvcore) for one clip at the base train shape.
 
     Args:
         cfg: the loaded config.
 
     Returns:
-        float or None: None when ``slowfast.utils.model_stats.gflops`` or
-        ``slowfast.models.build_model`` is not available.
+        float: GFLOPs of one clip of DATA.NUM_FRAMES x TRAIN_CROP_SIZE^2.
     """
-    for module in ("slowfast.utils.model_stats", "slowfast.models"):
-        if importlib.util.find_spec(module) is None:
-            return None
     from slowfast.models import build_model
-    from slowfast.utils import model_stats
+    from slowfast.utils.model_stats import gflops
 
-    if not hasattr(model_stats, "gflops"):
-        return None
     model = build_model(cfg)
-    return model_stats.gflops(model, cfg, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE)
+    return gflops(model, cfg, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE)
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -129,15 +123,7 @@ def main(argv: Optional[list] = None) -> int:
     if args.json:
         print(json.dumps(schedule.to_dict(args.dataset_size)))
         return 0
-    gflops = None
-    if args.flops:
-        gflops = clip_gflops(cfg)
-        if gflops is None:
-            print(
-                "plan_multigrid: --flops needs slowfast.utils.model_stats.gflops "
-                "and slowfast.models.build_model; printing relative cost",
-                file=sys.stderr,
-            )
+    gflops = clip_gflops(cfg) if args.flops else None
     sources = ", ".join(args.cfg_files) or "defaults"
     print(f"config: {sources}" + (f" + {' '.join(args.opts)}" if args.opts else ""))
     print(

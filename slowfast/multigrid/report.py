@@ -204,10 +204,10 @@ def _compute_text(info: dict, clip_gflops: Optional[float], batch: int) -> str:
     base = info["baseline_iters"]
     ratio = f"{base / cost:.2f}x less" if cost else "n/a"
     if clip_gflops:
-        scale = clip_gflops * batch / 1e6
+        scale = clip_gflops * batch  # GFLOPs of one baseline iteration
         return (
-            f"compute: {cost * scale:.1f} PFLOPs vs {base * scale:.1f} for the "
-            f"baseline ({ratio})"
+            f"compute (forward): {cost * scale:.4g} GFLOPs vs {base * scale:.4g} "
+            f"for the baseline ({ratio})"
         )
     return f"compute: {cost:.0f} baseline-iteration equivalents vs {base} ({ratio})"
 
