@@ -96,12 +96,13 @@ def kinetics_scene(
         still = place_sprite(sprite, center, np.array([size]), angle, height, width)
         color = _color(rng, backdrop, still, spec, gain=0.5)
         layers.append((still.expand(num, height, width), color))
-    sprite, _, size = _sprite(rng, bank, pool, spec, digit)
     margin = spec.style.margin * width
-    path = _bouncing(rng, size, spec, spec.style.speed, (margin, width - margin))
-    angles = np.full(num, rng.uniform(-0.3, 0.3))
-    alpha = place_sprite(sprite, path, np.full(num, size), angles, height, width)
-    layers.append((alpha, _color(rng, backdrop, alpha, spec)))
+    for _ in range(spec.style.copies):
+        sprite, _, size = _sprite(rng, bank, pool, spec, digit)
+        path = _bouncing(rng, size, spec, spec.style.speed, (margin, width - margin))
+        angles = np.full(num, rng.uniform(-0.3, 0.3))
+        alpha = place_sprite(sprite, path, np.full(num, size), angles, height, width)
+        layers.append((alpha, _color(rng, backdrop, alpha, spec)))
     layers.extend(_clutter(rng, spec))
     return composite(rng, backdrop, layers, spec.style.noise_std)
 

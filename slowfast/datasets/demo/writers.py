@@ -48,7 +48,7 @@ def write_mp4(
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     options = {"g": str(gop), "threads": "1"}
     if codec == "libx264":
-        options.update({"crf": "18", "preset": "veryfast"})
+        options.update({"crf": "18", "preset": "superfast"})
     with av.open(path, mode="w", format="mp4") as container:
         stream = container.add_stream(codec, rate=fps, options=options)
         stream.width, stream.height = width, height
