@@ -1,0 +1,89 @@
+"""Tests of tools/benchmark_loader.py on generated tiny Moving Digits data."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from slowfast.config import load_config
+from slowfast.datasets.demo import make_demo_data
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOL = os.path.join(REPO_ROOT, "tools", "benchmark_loader.py")
+CFG = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny.yaml")
+
+
+def _load_tool():
+    spec = importlib.util.spec_from_file_location("benchmark_loader_tool", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_multigrid_shapes_follow_the_long_and_short_cycle():
+    tool = _load_tool()
+    cfg = load_config([CFG])  # T = 8, S = 64, B = 16
+    shapes = [(s.frames, s.crop, s.batch) for s in tool.multigrid_shapes(cfg)]
+    assert shapes == [
+        (2, 45, 128),  # (1/4, 1/sqrt 2): batch factor round(8.09) = 8
+        (4, 45, 64),
+        (4, 64, 32),
+        (8, 64, 16),  # the base shape
+        (8, 32, 64),  # short cycle, crop S / 2
+        (8, 45, 32),  # short cycle, crop S / sqrt 2
+    ]
+
+
+def test_format_table_aligns_and_pads_rows():
+    tool = _load_tool()
+    text = tool.format_table(["a", "bb"], [[1.25, "x"], ["long"]])
+    lines = text.splitlines()
+    assert lines[0] == "   a  bb" and lines[1] == "----  --"
+    assert lines[2] == " 1.2   x" and lines[3] == "long    "
+
+
+@pytest.fixture(scope="module")
+def tiny_kinetics(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("bench_data"))
+    make_demo_data(root, "tiny", layouts=["kinetics"])
+    return os.path.join(root, "kinetics")
+
+
+def test_benchmark_runs_on_tiny_data(tiny_kinetics, tmp_path):
+    out = str(tmp_path / "bench.json")
+    command = [
+        sys.executable, TOOL, "--cfg", CFG,
+        "DATA.PATH_TO_DATA_DIR", tiny_kinetics, "DATA.PATH_PREFIX", tiny_kinetics,
+        "TRAIN.BATCH_SIZE", "1",
+        "--iters", "2", "--warmup", "1", "--workers", "0", "--cache", "off,on",
+        "--stage-items", "2", "--model", "--json", out,
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Loader (1 warm-up + 2 timed batches" in result.stdout
+    data = json.load(open(out))
+    assert [s["batch"] for s in data["shapes"]] == [8, 4, 2, 1, 4, 2]
+    assert len(data["model"]) == 6 and all(row[-1] > 0 for row in data["model"])
+    assert len(data["stages"]) == 12 and len(data["loader"]) == 12
+    for row in data["loader"]:
+        cache, workers, _, _, _, batch, ms, clips, overall, fed, wait = row
+        assert cache in ("off", "on") and workers == 0
+        assert ms > 0 and clips == pytest.approx(batch / ms * 1000)
+        assert overall > 0 and fed > 0 and 0 <= wait <= 100
+    decode_off = [row[4] for row in data["stages"] if row[0] == "off"]
+    decode_on = [row[4] for row in data["stages"] if row[0] == "on"]
+    # A warm cache skips decoding: clips come out much faster than from mp4.
+    assert sum(decode_on) < sum(decode_off) / 3
+
+
+def test_bad_cache_setting_is_rejected():
+    tool = _load_tool()
+    with pytest.raises(SystemExit):
+        tool.parse_args(["--cfg", CFG, "--cache", "maybe"])
+    args = tool.parse_args(["--cfg", CFG, "TRAIN.BATCH_SIZE", "4", "--workers", "0,2"])
+    assert args.opts == ["TRAIN.BATCH_SIZE", "4"] and args.workers == [0, 2]

@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+"""Benchmarks the training data loader at every multigrid mini-batch shape.
+
+Shapes: the long-cycle base shapes (MULTIGRID.LONG_CYCLE_FACTORS times the
+config's NUM_FRAMES / TRAIN_CROP_SIZE) and the two short-cycle crops at the
+config's shape, with the multigrid batch ``TRAIN.BATCH_SIZE * round(T S^2 /
+(t s^2))``. For each decoded-frame-cache setting and worker count the project's
+own loader (``construct_loader`` with a per-shape ``shape_fn``) is timed after
+warm-up batches; the tables give medians over the timed batches. With 0
+workers a sample of items is also timed in-process, split into decode and
+transform. ``--model`` adds the model's forward+backward+SGD throughput per
+shape, alone and fed by the loader (loader workers and model share the CPU).
+
+Example:
+    python tools/benchmark_loader.py --cfg configs/Demo/Kinetics_I3D_tiny_bench.yaml \
+        --workers 0,1,2 --iters 10 --warmup 3 --cache off,on --model
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+
+from slowfast.config import load_config
+from slowfast.datasets import SamplingGrid, construct_loader, loader_set_epoch
+from slowfast.engine.losses import get_loss_func
+from slowfast.models import build_model
+from slowfast.multigrid.shapes import batch_factor, long_cycle_shapes, short_cycle_crops
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One training mini-batch shape.
+
+    Attributes:
+        kind: "long k/n" (long-cycle shape k) or "short k" (at the base shape).
+        frames: frames per clip (fast pathway for SlowFast).
+        crop: spatial crop.
+        batch: clips per batch.
+    """
+
+    kind: str
+    frames: int
+    crop: int
+    batch: int
+
+
+def multigrid_shapes(cfg) -> List[Shape]:
+    """The long-cycle shapes, then the short-cycle crops at the base shape.
+
+    Args:
+        cfg: the run's config.
+
+    Returns:
+        list: the shapes, smallest long-cycle shape first.
+    """
+    base_t, base_s = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
+    batch = cfg.TRAIN.BATCH_SIZE
+    mg = cfg.MULTIGRID
+    long = long_cycle_shapes(base_t, base_s, mg.LONG_CYCLE_FACTORS)
+    shapes = [
+        Shape(
+            f"long {i + 1}/{len(long)}",
+            t,
+            s,
+            batch * batch_factor(t, s, base_t, base_s),
+        )
+        for i, (t, s) in enumerate(long)
+    ]
+    crops = short_cycle_crops(mg.SHORT_CYCLE_FACTORS, "absolute", base_s, base_s)
+    for i, s in enumerate(crops):
+        factor = batch_factor(base_t, s, base_t, base_s)
+        shapes.append(Shape(f"short {i + 1}", base_t, s, batch * factor))
+    return shapes
+
+
+class ShapeSwitch:
+    """``shape_fn`` for ``construct_loader`` returning the shape set before an epoch.
+
+    The batch sampler calls it in the main process when an epoch starts, so
+    setting ``shape`` between epochs switches the loader's shape.
+    """
+
+    def __init__(self, cfg, shape: Shape):
+        self.cfg = cfg
+        self.shape = shape
+
+    def __call__(self, epoch: int, it: int):
+        grid = SamplingGrid.from_shape(self.cfg, self.shape.frames, self.shape.crop)
+        return self.shape.batch, grid
+
+
+class Batches:
+    """Endless batches from a training loader, starting a new epoch as needed."""
+
+    def __init__(self, loader):
+        self.loader = loader
+        self.epoch = 0
+        self._it = None
+
+    def restart(self) -> None:
+        """Drops the rest of the current epoch (the next batch starts a new one)."""
+        self._it = None
+
+    def next(self):
+        """The next batch (the first of an epoch includes the pipeline start)."""
+        while True:
+            if self._it is None:
+                loader_set_epoch(self.loader, self.epoch)
+                self.epoch += 1
+                self._it = iter(self.loader)
+            try:
+                return next(self._it)
+            except StopIteration:
+                self._it = None
+
+
+def time_stages(dataset, shape: Shape, grid, items: int, seed: int) -> Dict[str, float]:
+    """Times decode and transform of single items in this process (1 thread).
+
+    The dataset's clip loader (``_load_clip``: decode and temporal sampling)
+    is wrapped with a timer for the sample; transform is the rest of the item
+    (spatial resize/crop/flip, normalisation, pathway packing, label).
+
+    Args:
+        dataset: a training dataset from the loader.
+        shape: the shape timed.
+        grid: its sampling grid.
+        items: number of items timed (spread over the dataset).
+        seed: seed of the items' random choices.
+
+    Returns:
+        dict: median ms per clip of "decode", "transform" and "total".
+    """
+    decode_s: List[float] = []
+    inner = dataset._load_clip
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            decode_s.append(time.perf_counter() - start)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    dataset._load_clip = timed
+    totals, decodes = [], []
+    try:
+        for k in range(items):
+            index = (k * 7919) % len(dataset)
+            decode_s.clear()
+            start = time.perf_counter()
+            dataset[(index, grid, seed + k)]
+            totals.append(time.perf_counter() - start)
+            decodes.append(sum(decode_s))
+    finally:
+        del dataset._load_clip
+        torch.set_num_threads(threads)
+    transforms = [t - d for t, d in zip(totals, decodes)]
+    return {
+        "decode": 1000 * statistics.median(decodes),
+        "transform": 1000 * statistics.median(transforms),
+        "total": 1000 * statistics.median(totals),
+    }
+
+
+def prefill_cache(dataset, seed: int) -> float:
+    """Loads every training video once so the frame cache is warm.
+
+    Called before the loader starts its workers, which are forked with the
+    filled cache (so the timed batches show the steady state of a cache).
+
+    Returns:
+        float: seconds spent.
+    """
+    start = time.perf_counter()
+    for index in range(len(dataset)):
+        dataset[(index, None, seed + index)]
+    return time.perf_counter() - start
+
+
+def make_step(cfg) -> Callable:
+    """A training step of the config's model: forward, loss, backward, SGD."""
+    model = build_model(cfg).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
+
+    def step(inputs: Sequence[torch.Tensor], labels: torch.Tensor) -> None:
+        loss = loss_fn(model(list(inputs)), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def synthetic_batch(cfg, shape: Shape):
+    """Random inputs and labels of a shape, packed like the loader's."""
+    size = (shape.batch, 3, shape.frames, shape.crop, shape.crop)
+    fast = torch.randn(size)
+    if cfg.MODEL.ARCH in cfg.MODEL.MULTI_PATHWAY_ARCH:
+        slow_t = max(1, shape.frames // cfg.SLOWFAST.ALPHA)
+        inputs = [torch.randn(size[:2] + (slow_t,) + size[3:]), fast]
+    else:
+        inputs = [fast]
+    if cfg.DATA.MULTI_LABEL:
+        labels = (torch.rand(shape.batch, cfg.MODEL.NUM_CLASSES) < 0.2).float()
+    else:
+        labels = torch.randint(cfg.MODEL.NUM_CLASSES, (shape.batch,))
+    return inputs, labels
+
+
+def time_model(cfg, step, shape: Shape, warmup: int, iters: int) -> float:
+    """Median seconds per training step on synthetic batches of ``shape``."""
+    inputs, labels = synthetic_batch(cfg, shape)
+    times = []
+    for k in range(warmup + iters):
+        start = time.perf_counter()
+        step(inputs, labels)
+        if k >= warmup:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def time_loader(batches: Batches, shape: Shape, warmup: int, iters: int, step=None):
+    """Times batches of one shape, optionally each followed by a model step.
+
+    Returns:
+        dict: median ms per batch (or per iteration with a step), clips/s from
+        it, clips/s over all timed batches (including epoch starts), and with a
+        step the share of time spent waiting for data.
+    """
+    batches.restart()
+    intervals, waits = [], []
+    last = time.perf_counter()
+    for k in range(warmup + iters):
+        inputs, labels, _, _ = batches.next()
+        got = time.perf_counter()
+        if inputs[0].shape[0] != shape.batch or inputs[-1].shape[-1] != shape.crop:
+            raise RuntimeError(f"loader gave {inputs[-1].shape}, expected {shape}")
+        if step is not None:
+            step(inputs, labels)
+        now = time.perf_counter()
+        if k >= warmup:
+            intervals.append(now - last)
+            waits.append(got - last)
+        last = now
+    median = statistics.median(intervals)
+    result = {
+        "ms_per_batch": 1000 * median,
+        "clips_per_s": shape.batch / median,
+        "clips_per_s_overall": shape.batch * len(intervals) / sum(intervals),
+    }
+    if step is not None:
+        result["data_wait_pct"] = 100 * sum(waits) / sum(intervals)
+    return result
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
+    """Right-aligned text table."""
+    cells = [[str(h) for h in headers]] + [
+        [f"{v:.1f}" if isinstance(v, float) else str(v) for v in row]
+        + [""] * (len(headers) - len(row))
+        for row in rows
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _int_list(text: str) -> List[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """Parses the command line (config overrides may sit among the options)."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--cfg", required=True, help="config file")
+    parser.add_argument("opts", nargs="*", help="config overrides: KEY VALUE ...")
+    parser.add_argument("--workers", type=_int_list, default=[0, 1, 2])
+    parser.add_argument("--iters", type=int, default=10, help="timed batches")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed batches first")
+    parser.add_argument("--split", default="train", choices=["train"])
+    parser.add_argument(
+        "--cache",
+        default="off",
+        help="frame-cache settings to run: off, on or off,on",
+    )
+    parser.add_argument(
+        "--stage-items", type=int, default=24, help="items timed in-process (0: skip)"
+    )
+    parser.add_argument("--model", action="store_true", help="time the model too")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch threads (0: keep)"
+    )
+    parser.add_argument("--json", default="", help="also write the results here")
+    args = parser.parse_intermixed_args(argv)
+    args.cache = [c.strip() for c in args.cache.split(",") if c.strip()]
+    if not args.cache or any(c not in ("off", "on") for c in args.cache):
+        parser.error(f"--cache {args.cache}: use off, on or off,on")
+    if args.iters < 1 or args.warmup < 0 or not args.workers:
+        parser.error("--iters must be >= 1, --warmup >= 0, --workers non-empty")
+    return args
+
+
+def run(args: argparse.Namespace) -> Dict[str, list]:
+    """Runs every measurement and prints the tables; returns the raw results."""
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    base = load_config([args.cfg], args.opts)
+    shapes = multigrid_shapes(base)
+    results: Dict[str, list] = {"shapes": [asdict(s) for s in shapes]}
+    step = make_step(base) if args.model else None
+    if step is not None:
+        rows = []
+        for shape in shapes:
+            seconds = time_model(base, step, shape, args.warmup, args.iters)
+            rows.append(
+                [
+                    shape.kind,
+                    shape.frames,
+                    shape.crop,
+                    shape.batch,
+                    1000 * seconds,
+                    shape.batch / seconds,
+                ]
+            )
+        results["model"] = rows
+        print(
+            f"\nModel alone ({base.MODEL.ARCH}, synthetic batches, "
+            f"{torch.get_num_threads()} threads):"
+        )
+        print(format_table(["shape", "t", "crop", "batch", "ms/step", "clips/s"], rows))
+    stage_rows, loader_rows = [], []
+    for cache in args.cache:
+        for workers in args.workers:
+            opts = list(args.opts) + [
+                "DATA_LOADER.NUM_WORKERS",
+                str(workers),
+                "DATA_LOADER.FRAME_CACHE",
+                str(cache == "on"),
+            ]
+            cfg = load_config([args.cfg], opts)
+            switch = ShapeSwitch(cfg, min(shapes, key=lambda s: s.batch))
+            loader = construct_loader(cfg, args.split, shape_fn=switch)
+            fill = prefill_cache(loader.dataset, cfg.RNG_SEED) if cache == "on" else 0.0
+            if workers == 0 and args.stage_items > 0:
+                for shape in shapes:
+                    grid = SamplingGrid.from_shape(cfg, shape.frames, shape.crop)
+                    stages = time_stages(
+                        loader.dataset, shape, grid, args.stage_items, cfg.RNG_SEED
+                    )
+                    stage_rows.append(
+                        [
+                            cache,
+                            shape.kind,
+                            shape.frames,
+                            shape.crop,
+                            stages["decode"],
+                            stages["transform"],
+                            stages["total"],
+                            1000 / stages["total"],
+                        ]
+                    )
+            batches = Batches(loader)
+            for shape in shapes:
+                row = [
+                    cache,
+                    workers,
+                    shape.kind,
+                    shape.frames,
+                    shape.crop,
+                    shape.batch,
+                ]
+                if shape.batch > len(loader.dataset):
+                    loader_rows.append(row + ["(batch > dataset)"])
+                    continue
+                switch.shape = shape
+                res = time_loader(batches, shape, args.warmup, args.iters)
+                row += [
+                    res["ms_per_batch"],
+                    res["clips_per_s"],
+                    res["clips_per_s_overall"],
+                ]
+                if step is not None:
+                    fed = time_loader(batches, shape, args.warmup, args.iters, step)
+                    row += [fed["clips_per_s"], fed["data_wait_pct"]]
+                loader_rows.append(row)
+            if fill:
+                print(f"(cache on, {workers} workers: prefill took {fill:.1f} s)")
+            del batches, loader
+    results["stages"], results["loader"] = stage_rows, loader_rows
+    if stage_rows:
+        print(
+            "\nPer-clip cost in one process, 1 thread (median over "
+            f"{args.stage_items} items):"
+        )
+        print(
+            format_table(
+                [
+                    "cache",
+                    "shape",
+                    "t",
+                    "crop",
+                    "decode ms",
+                    "transform ms",
+                    "total ms",
+                    "clips/s/core",
+                ],
+                stage_rows,
+            )
+        )
+    headers = [
+        "cache",
+        "workers",
+        "shape",
+        "t",
+        "crop",
+        "batch",
+        "ms/batch",
+        "clips/s",
+        "clips/s all",
+    ]
+    if step is not None:
+        headers += ["fed clips/s", "data wait %"]
+    print(
+        f"\nLoader ({args.warmup} warm-up + {args.iters} timed batches per row; "
+        "medians; 'all' includes epoch starts):"
+    )
+    print(format_table(headers, loader_rows))
+    return results
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point."""
+    args = parse_args(argv)
+    results = run(args)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"args": vars(args), **results}, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
