@@ -17,7 +17,9 @@ Example:
 """
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -35,14 +37,8 @@ from slowfast.multigrid.shapes import batch_factor, long_cycle_shapes, short_cyc
 
 @dataclass(frozen=True)
 class Shape:
-    """One training mini-batch shape.
-
-    Attributes:
-        kind: "long k/n" (long-cycle shape k) or "short k" (at the base shape).
-        frames: frames per clip (fast pathway for SlowFast).
-        crop: spatial crop.
-        batch: clips per batch.
-    """
+    """A mini-batch shape: kind ("long k/n" or "short k"), frames per clip (fast
+    pathway for SlowFast), spatial crop and clips per batch."""
 
     kind: str
     frames: int
@@ -51,27 +47,17 @@ class Shape:
 
 
 def multigrid_shapes(cfg) -> List[Shape]:
-    """The long-cycle shapes, then the short-cycle crops at the base shape.
-
-    Args:
-        cfg: the run's config.
-
-    Returns:
-        list: the shapes, smallest long-cycle shape first.
-    """
+    """The long-cycle shapes (config order), then the short-cycle crops at the
+    base shape; batches follow eq. 1 of the multigrid paper, rounded to an
+    integer factor of TRAIN.BATCH_SIZE as the multigrid schedule does."""
     base_t, base_s = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
     batch = cfg.TRAIN.BATCH_SIZE
     mg = cfg.MULTIGRID
     long = long_cycle_shapes(base_t, base_s, mg.LONG_CYCLE_FACTORS)
-    shapes = [
-        Shape(
-            f"long {i + 1}/{len(long)}",
-            t,
-            s,
-            batch * batch_factor(t, s, base_t, base_s),
-        )
-        for i, (t, s) in enumerate(long)
-    ]
+    shapes = []
+    for i, (t, s) in enumerate(long):
+        factor = batch_factor(t, s, base_t, base_s)
+        shapes.append(Shape(f"long {i + 1}/{len(long)}", t, s, batch * factor))
     crops = short_cycle_crops(mg.SHORT_CYCLE_FACTORS, "absolute", base_s, base_s)
     for i, s in enumerate(crops):
         factor = batch_factor(base_t, s, base_t, base_s)
@@ -120,22 +106,28 @@ class Batches:
                 self._it = None
 
 
-def time_stages(dataset, shape: Shape, grid, items: int, seed: int) -> Dict[str, float]:
+@contextlib.contextmanager
+def torch_threads(num: int):
+    """Temporarily sets torch's intra-op threads (0 leaves them alone)."""
+    before = torch.get_num_threads()
+    if num > 0:
+        torch.set_num_threads(num)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def time_stages(dataset, grid, items: int, seed: int) -> Dict[str, float]:
     """Times decode and transform of single items in this process (1 thread).
 
     The dataset's clip loader (``_load_clip``: decode and temporal sampling)
     is wrapped with a timer for the sample; transform is the rest of the item
     (spatial resize/crop/flip, normalisation, pathway packing, label).
 
-    Args:
-        dataset: a training dataset from the loader.
-        shape: the shape timed.
-        grid: its sampling grid.
-        items: number of items timed (spread over the dataset).
-        seed: seed of the items' random choices.
-
     Returns:
-        dict: median ms per clip of "decode", "transform" and "total".
+        dict: median ms per clip of "decode", "transform" and "total" over
+        ``items`` items spread over the dataset.
     """
     decode_s: List[float] = []
     inner = dataset._load_clip
@@ -147,21 +139,18 @@ def time_stages(dataset, shape: Shape, grid, items: int, seed: int) -> Dict[str,
         finally:
             decode_s.append(time.perf_counter() - start)
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     dataset._load_clip = timed
     totals, decodes = [], []
     try:
-        for k in range(items):
-            index = (k * 7919) % len(dataset)
-            decode_s.clear()
-            start = time.perf_counter()
-            dataset[(index, grid, seed + k)]
-            totals.append(time.perf_counter() - start)
-            decodes.append(sum(decode_s))
+        with torch_threads(1):
+            for k in range(items):
+                decode_s.clear()
+                start = time.perf_counter()
+                dataset[((k * 7919) % len(dataset), grid, seed + k)]
+                totals.append(time.perf_counter() - start)
+                decodes.append(sum(decode_s))
     finally:
         del dataset._load_clip
-        torch.set_num_threads(threads)
     transforms = [t - d for t, d in zip(totals, decodes)]
     return {
         "decode": 1000 * statistics.median(decodes),
@@ -282,26 +271,25 @@ def _int_list(text: str) -> List[int]:
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parses the command line (config overrides may sit among the options)."""
     parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--cfg", required=True, help="config file")
     parser.add_argument("opts", nargs="*", help="config overrides: KEY VALUE ...")
-    parser.add_argument("--workers", type=_int_list, default=[0, 1, 2])
+    parser.add_argument("--workers", type=_int_list, default=[0, 1, 2], help="0,1,2")
     parser.add_argument("--iters", type=int, default=10, help="timed batches")
     parser.add_argument("--warmup", type=int, default=3, help="untimed batches first")
     parser.add_argument("--split", default="train", choices=["train"])
+    parser.add_argument("--cache", default="off", help="frame cache: off, on, off,on")
     parser.add_argument(
-        "--cache",
-        default="off",
-        help="frame-cache settings to run: off, on or off,on",
-    )
-    parser.add_argument(
-        "--stage-items", type=int, default=24, help="items timed in-process (0: skip)"
+        "--stage-items",
+        type=int,
+        default=24,
+        help="items for decode/transform (0: skip)",
     )
     parser.add_argument("--model", action="store_true", help="time the model too")
     parser.add_argument(
-        "--threads", type=int, default=0, help="torch threads (0: keep)"
+        "--threads", type=int, default=0, help="model threads (0: torch's)"
     )
     parser.add_argument("--json", default="", help="also write the results here")
     args = parser.parse_intermixed_args(argv)
@@ -313,131 +301,104 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
+def model_rows(cfg, step, shapes, warmup: int, iters: int) -> list:
+    """Model-alone rows: shape, ms per step, clips/s."""
+    rows = []
+    for shape in shapes:
+        seconds = time_model(cfg, step, shape, warmup, iters)
+        row = [shape.kind, shape.frames, shape.crop, shape.batch]
+        rows.append(row + [1000 * seconds, shape.batch / seconds])
+    return rows
+
+
+def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
+    """Stage rows (0 workers only) and loader rows of one cache/worker setting.
+
+    Loading alone runs with 1 torch thread in this process (as in a worker);
+    the loader feeding the model runs with the model's threads.
+    """
+    opts = list(args.opts) + ["DATA_LOADER.NUM_WORKERS", str(workers)]
+    opts += ["DATA_LOADER.FRAME_CACHE", str(cache == "on")]
+    cfg = load_config([args.cfg], opts)
+    switch = ShapeSwitch(cfg, min(shapes, key=lambda s: s.batch))
+    loader = construct_loader(cfg, args.split, shape_fn=switch)
+    stage_rows, loader_rows = [], []
+    if cache == "on":
+        fill = prefill_cache(loader.dataset, cfg.RNG_SEED)
+        print(f"(cache on, {workers} workers: prefill took {fill:.1f} s)", flush=True)
+    if workers == 0 and args.stage_items > 0:
+        for shape in shapes:
+            grid = SamplingGrid.from_shape(cfg, shape.frames, shape.crop)
+            ms = time_stages(loader.dataset, grid, args.stage_items, cfg.RNG_SEED)
+            row = [cache, shape.kind, shape.frames, shape.crop]
+            stage_rows.append(row + [ms["decode"], ms["transform"], ms["total"]])
+            stage_rows[-1].append(1000 / ms["total"])
+    batches = Batches(loader)
+    for shape in shapes:
+        row = [cache, workers, shape.kind, shape.frames, shape.crop, shape.batch]
+        if shape.batch > len(loader.dataset):
+            loader_rows.append(row + ["(batch > dataset)"])
+            continue
+        switch.shape = shape
+        with torch_threads(1):
+            res = time_loader(batches, shape, args.warmup, args.iters)
+        row += [res["ms_per_batch"], res["clips_per_s"], res["clips_per_s_overall"]]
+        if step is not None:
+            fed = time_loader(batches, shape, args.warmup, args.iters, step)
+            row += [fed["clips_per_s"], fed["data_wait_pct"]]
+        loader_rows.append(row)
+    return stage_rows, loader_rows
+
+
+STAGE_HEADERS = ["cache", "shape", "t", "crop", "decode ms", "transform ms"]
+STAGE_HEADERS += ["total ms", "clips/s/core"]
+LOADER_HEADERS = ["cache", "workers", "shape", "t", "crop", "batch", "ms/batch"]
+LOADER_HEADERS += ["clips/s", "clips/s all"]
+
+
 def run(args: argparse.Namespace) -> Dict[str, list]:
     """Runs every measurement and prints the tables; returns the raw results."""
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()[0]
     base = load_config([args.cfg], args.opts)
     shapes = multigrid_shapes(base)
     results: Dict[str, list] = {"shapes": [asdict(s) for s in shapes]}
     step = make_step(base) if args.model else None
     if step is not None:
-        rows = []
-        for shape in shapes:
-            seconds = time_model(base, step, shape, args.warmup, args.iters)
-            rows.append(
-                [
-                    shape.kind,
-                    shape.frames,
-                    shape.crop,
-                    shape.batch,
-                    1000 * seconds,
-                    shape.batch / seconds,
-                ]
-            )
-        results["model"] = rows
+        results["model"] = model_rows(base, step, shapes, args.warmup, args.iters)
         print(
-            f"\nModel alone ({base.MODEL.ARCH}, synthetic batches, "
-            f"{torch.get_num_threads()} threads):"
+            f"\nModel alone ({base.MODEL.ARCH}, synthetic batches, forward + "
+            f"backward + SGD, {torch.get_num_threads()} threads):"
         )
-        print(format_table(["shape", "t", "crop", "batch", "ms/step", "clips/s"], rows))
-    stage_rows, loader_rows = [], []
+        headers = ["shape", "t", "crop", "batch", "ms/step", "clips/s"]
+        print(format_table(headers, results["model"]))
+    results["stages"], results["loader"] = [], []
     for cache in args.cache:
         for workers in args.workers:
-            opts = list(args.opts) + [
-                "DATA_LOADER.NUM_WORKERS",
-                str(workers),
-                "DATA_LOADER.FRAME_CACHE",
-                str(cache == "on"),
-            ]
-            cfg = load_config([args.cfg], opts)
-            switch = ShapeSwitch(cfg, min(shapes, key=lambda s: s.batch))
-            loader = construct_loader(cfg, args.split, shape_fn=switch)
-            fill = prefill_cache(loader.dataset, cfg.RNG_SEED) if cache == "on" else 0.0
-            if workers == 0 and args.stage_items > 0:
-                for shape in shapes:
-                    grid = SamplingGrid.from_shape(cfg, shape.frames, shape.crop)
-                    stages = time_stages(
-                        loader.dataset, shape, grid, args.stage_items, cfg.RNG_SEED
-                    )
-                    stage_rows.append(
-                        [
-                            cache,
-                            shape.kind,
-                            shape.frames,
-                            shape.crop,
-                            stages["decode"],
-                            stages["transform"],
-                            stages["total"],
-                            1000 / stages["total"],
-                        ]
-                    )
-            batches = Batches(loader)
-            for shape in shapes:
-                row = [
-                    cache,
-                    workers,
-                    shape.kind,
-                    shape.frames,
-                    shape.crop,
-                    shape.batch,
-                ]
-                if shape.batch > len(loader.dataset):
-                    loader_rows.append(row + ["(batch > dataset)"])
-                    continue
-                switch.shape = shape
-                res = time_loader(batches, shape, args.warmup, args.iters)
-                row += [
-                    res["ms_per_batch"],
-                    res["clips_per_s"],
-                    res["clips_per_s_overall"],
-                ]
-                if step is not None:
-                    fed = time_loader(batches, shape, args.warmup, args.iters, step)
-                    row += [fed["clips_per_s"], fed["data_wait_pct"]]
-                loader_rows.append(row)
-            if fill:
-                print(f"(cache on, {workers} workers: prefill took {fill:.1f} s)")
-            del batches, loader
-    results["stages"], results["loader"] = stage_rows, loader_rows
-    if stage_rows:
+            stages, rows = measure_setting(args, cache, workers, shapes, step)
+            results["stages"] += stages
+            results["loader"] += rows
+    if results["stages"]:
         print(
             "\nPer-clip cost in one process, 1 thread (median over "
             f"{args.stage_items} items):"
         )
-        print(
-            format_table(
-                [
-                    "cache",
-                    "shape",
-                    "t",
-                    "crop",
-                    "decode ms",
-                    "transform ms",
-                    "total ms",
-                    "clips/s/core",
-                ],
-                stage_rows,
-            )
-        )
-    headers = [
-        "cache",
-        "workers",
-        "shape",
-        "t",
-        "crop",
-        "batch",
-        "ms/batch",
-        "clips/s",
-        "clips/s all",
-    ]
-    if step is not None:
-        headers += ["fed clips/s", "data wait %"]
+        print(format_table(STAGE_HEADERS, results["stages"]))
+    headers = LOADER_HEADERS + (["fed clips/s", "data wait %"] if step else [])
     print(
         f"\nLoader ({args.warmup} warm-up + {args.iters} timed batches per row; "
-        "medians; 'all' includes epoch starts):"
+        "medians; 'all' includes epoch starts; loading alone with 1 thread in "
+        "this process"
+        + (", 'fed': the model trains on the loader's batches" if step else "")
+        + "):"
     )
-    print(format_table(headers, loader_rows))
+    print(format_table(headers, results["loader"]))
+    results["load_average"] = [load_before, os.getloadavg()[0]]
+    print(
+        f"\n1-minute load average before / after: {load_before:.2f} / "
+        f"{results['load_average'][1]:.2f} on {os.cpu_count()} cores"
+    )
     return results
 
 

@@ -10,7 +10,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -169,7 +169,7 @@ _WRITERS = {
 
 
 def make_layout(
-    out: str, layout: str, size: str, seed: int = 0, bank: DigitBank = None
+    out: str, layout: str, size: str, seed: int = 0, bank: Optional[DigitBank] = None
 ) -> LayoutSummary:
     """Generates one layout into ``<out>/<layout>`` (replacing an earlier run).
 

@@ -97,12 +97,11 @@ def kinetics_scene(
         color = _color(rng, backdrop, still, spec, gain=0.5)
         layers.append((still.expand(num, height, width), color))
     margin = spec.style.margin * width
-    for _ in range(spec.style.copies):
-        sprite, _, size = _sprite(rng, bank, pool, spec, digit)
-        path = _bouncing(rng, size, spec, spec.style.speed, (margin, width - margin))
-        angles = np.full(num, rng.uniform(-0.3, 0.3))
-        alpha = place_sprite(sprite, path, np.full(num, size), angles, height, width)
-        layers.append((alpha, _color(rng, backdrop, alpha, spec)))
+    sprite, _, size = _sprite(rng, bank, pool, spec, digit)
+    path = _bouncing(rng, size, spec, spec.style.speed, (margin, width - margin))
+    angles = np.full(num, rng.uniform(-0.3, 0.3))
+    alpha = place_sprite(sprite, path, np.full(num, size), angles, height, width)
+    layers.append((alpha, _color(rng, backdrop, alpha, spec)))
     layers.extend(_clutter(rng, spec))
     return composite(rng, backdrop, layers, spec.style.noise_std)
 

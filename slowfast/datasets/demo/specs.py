@@ -40,14 +40,13 @@ class Style:
             colourful, unique backgrounds let a small model memorise videos.
         polarity: digits darker (-1) or brighter (+1) than the background, or
             either (0); mixed polarity makes digits harder to learn.
-        speed: (min, max) speed of moving digits in pixels per frame.
+        speed: (min, max) speed of the moving digit in pixels per frame
+            (Kinetics only).
         noise_std: std of the per-pixel Gaussian noise, per frame.
         blobs: at most this many drifting clutter spots (uniform 0..blobs).
         distractors: static, fainter digits of other classes (Kinetics only).
-        margin: share of the width on each side the moving digits stay out of
-            (Kinetics only), so that random training crops keep them in view.
-        copies: moving instances of the class digit, each a different
-            handwritten sample (Kinetics only).
+        margin: share of the width on each side the moving digit stays out of
+            (Kinetics only), so that random training crops keep it in view.
     """
 
     digit_size: Tuple[int, int]
@@ -60,7 +59,6 @@ class Style:
     blobs: int = 0
     distractors: int = 0
     margin: float = 0.0
-    copies: int = 1
 
 
 @dataclass(frozen=True)
