@@ -1,6 +1,5 @@
 """Tests of tools/benchmark_loader.py on generated tiny Moving Digits data."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,17 +9,14 @@ import pytest
 
 from slowfast.config import load_config
 from slowfast.datasets.demo import make_demo_data
+from tests.tool_utils import REPO_ROOT, load_tool, tool_path
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOL = os.path.join(REPO_ROOT, "tools", "benchmark_loader.py")
+TOOL = tool_path("benchmark_loader.py")
 CFG = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny.yaml")
 
 
 def _load_tool():
-    spec = importlib.util.spec_from_file_location("benchmark_loader_tool", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("benchmark_loader.py")
 
 
 def test_multigrid_shapes_follow_the_long_and_short_cycle():

@@ -1,7 +1,6 @@
 """Tests of the Moving Digits generator (tools/make_demo_data.py, --size tiny)."""
 
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,16 +15,13 @@ from PIL import Image
 from slowfast.datasets.demo import MANIFEST, NUM_CLASSES, get_spec, make_demo_data
 from slowfast.datasets.demo.digits import load_digit_bank
 from slowfast.datasets.demo.render import place_sprite
+from tests.tool_utils import REPO_ROOT, load_tool, tool_path
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOL = os.path.join(REPO_ROOT, "tools", "make_demo_data.py")
+TOOL = tool_path("make_demo_data.py")
 
 
 def _load_tool():
-    spec = importlib.util.spec_from_file_location("make_demo_data_tool", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("make_demo_data.py")
 
 
 @pytest.fixture(scope="module")

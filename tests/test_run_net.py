@@ -1,9 +1,7 @@
 """tools/run_net.py: argument parsing, config errors, the model-info run."""
 
-import importlib.util
 import json
 import logging
-import os
 import subprocess
 import sys
 
@@ -12,9 +10,9 @@ import torch
 
 from slowfast.utils.logging import format_json_stats, log_json_stats, setup_logging
 from slowfast.utils.parser import parse_args
+from tests.tool_utils import REPO_ROOT, load_tool, tool_path
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
+RUN_NET = tool_path("run_net.py")
 
 
 @pytest.fixture
@@ -31,10 +29,7 @@ def restore_logging():
 
 
 def _run_net_module():
-    spec = importlib.util.spec_from_file_location("run_net", RUN_NET)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("run_net.py")
 
 
 def test_reference_arguments_and_defaults():

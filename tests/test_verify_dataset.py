@@ -1,6 +1,5 @@
 """Tests of tools/verify_dataset.py on clean data and on each planted fault."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -8,6 +7,7 @@ import sys
 
 import pytest
 
+from tests.tool_utils import REPO_ROOT, load_tool, tool_path
 from tests.video_utils import (
     make_charades,
     make_kinetics,
@@ -16,8 +16,7 @@ from tests.video_utils import (
     write_video,
 )
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOL = os.path.join(REPO_ROOT, "tools", "verify_dataset.py")
+TOOL = tool_path("verify_dataset.py")
 BASE_OPTS = [
     "MODEL.NUM_CLASSES", "3", "DATA.NUM_FRAMES", "4", "DATA.SAMPLING_RATE", "2",
 ]  # fmt: skip
@@ -25,10 +24,7 @@ BASE_OPTS = [
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("verify_dataset_tool", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("verify_dataset.py")
 
 
 def _run(tool, capsys, root, dataset="kinetics", *flags, opts=()):
