@@ -92,9 +92,11 @@ _EASY = Style(
     saturation=0.08,
     polarity=-1,
 )
-# Kinetics layout: bigger digits moving slower, inside the central 80% of the
-# width so that random training crops keep them in view.
-_KINETICS_EASY = replace(_EASY, digit_size=(36, 48), speed=(0.3, 1.5), margin=0.1)
+# Kinetics layout: digits nearly as tall as the frame, moving slowly inside the
+# central 80% of the width, so that even multigrid's smallest clips (32-45 px
+# crops of frames scaled to 32-64 px) keep a readable digit in view (with 36-48
+# px sprites the multigrid demo reached 26% test top-1, with these 82%).
+_KINETICS_EASY = replace(_EASY, digit_size=(64, 80), speed=(0.3, 1.0), margin=0.1)
 # Harder than the small look but with the same plain, grey-ish backgrounds:
 # colourful unique backgrounds and a static distractor digit let the tiny I3D
 # memorise the 1000 training videos and stay at chance on val (measured).
