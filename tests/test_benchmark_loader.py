@@ -33,14 +33,6 @@ def test_multigrid_shapes_follow_the_long_and_short_cycle():
     ]
 
 
-def test_format_table_aligns_and_pads_rows():
-    tool = _load_tool()
-    text = tool.format_table(["a", "bb"], [[1.25, "x"], ["long"]])
-    lines = text.splitlines()
-    assert lines[0] == "   a  bb" and lines[1] == "----  --"
-    assert lines[2] == " 1.2   x" and lines[3] == "long    "
-
-
 @pytest.fixture(scope="module")
 def tiny_kinetics(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("bench_data"))

@@ -33,6 +33,7 @@ from slowfast.datasets import SamplingGrid, construct_loader, loader_set_epoch
 from slowfast.engine.losses import get_loss_func
 from slowfast.models import build_model
 from slowfast.multigrid.shapes import batch_factor, long_cycle_shapes, short_cycle_crops
+from slowfast.utils.table import format_table
 
 
 @dataclass(frozen=True)
@@ -249,19 +250,6 @@ def time_loader(batches: Batches, shape: Shape, warmup: int, iters: int, step=No
     if step is not None:
         result["data_wait_pct"] = 100 * sum(waits) / sum(intervals)
     return result
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
-    """Right-aligned text table."""
-    cells = [[str(h) for h in headers]] + [
-        [f"{v:.1f}" if isinstance(v, float) else str(v) for v in row]
-        + [""] * (len(headers) - len(row))
-        for row in rows
-    ]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def _int_list(text: str) -> List[int]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Optional, Sequence
 
+from slowfast.utils import table
+
 if TYPE_CHECKING:
     from slowfast.multigrid.schedule import MultigridSchedule
 
@@ -183,7 +185,7 @@ def format_table(
                 cost,
             ]
         )
-    text = _align([head] + lines)
+    text = table.format_table(head, lines)
     baseline_epochs = s.baseline_max_epoch
     footer = [
         f"total: {s.max_epoch} epochs, {info['total_iters']} iterations; baseline: "
@@ -218,20 +220,3 @@ def _ratio_text(ratio: Optional[float]) -> str:
 
 def _fmt_list(values: Sequence) -> str:
     return "[" + ", ".join(f"{v:g}" for v in values) + "]"
-
-
-def _align(rows: list) -> str:
-    """Left-aligns text columns and right-aligns numeric ones."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    numeric = [
-        all(r[i].replace(".", "", 1).isdigit() for r in rows[1:])
-        for i in range(len(widths))
-    ]
-    out = []
-    for r in rows:
-        cells = [
-            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(r, widths, numeric)
-        ]
-        out.append("  ".join(cells).rstrip())
-    out.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(out)
