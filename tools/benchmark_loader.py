@@ -318,9 +318,9 @@ def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
         for shape in shapes:
             grid = SamplingGrid.from_shape(cfg, shape.frames, shape.crop)
             ms = time_stages(loader.dataset, grid, args.stage_items, cfg.RNG_SEED)
-            row = [cache, shape.kind, shape.frames, shape.crop]
-            stage_rows.append(row + [ms["decode"], ms["transform"], ms["total"]])
-            stage_rows[-1].append(1000 / ms["total"])
+            row = [cache, shape.kind, shape.frames, shape.crop, ms["decode"]]
+            row += [ms["transform"], ms["total"], 1000 / ms["total"]]
+            stage_rows.append(row)
     batches = Batches(loader)
     for shape in shapes:
         row = [cache, workers, shape.kind, shape.frames, shape.crop, shape.batch]

@@ -43,11 +43,9 @@ def _color(
     backdrop: torch.Tensor,
     alpha: torch.Tensor,
     spec: LayoutSpec,
-    gain: float = 1.0,
 ) -> torch.Tensor:
-    """A colour standing out by the style's contrast (times ``gain``) where
-    ``alpha`` is drawn."""
-    contrast = gain * float(rng.uniform(*spec.style.contrast))
+    """A colour standing out by the style's contrast where ``alpha`` is drawn."""
+    contrast = float(rng.uniform(*spec.style.contrast))
     return contrasting_color(rng, backdrop, contrast, alpha, spec.style.polarity)
 
 
@@ -87,21 +85,12 @@ def kinetics_scene(
     """
     num, height, width = spec.num_frames, spec.height, spec.width
     backdrop = background(rng, height, width, spec.style.texture, spec.style.saturation)
-    layers: List[Layer] = []
-    for _ in range(spec.style.distractors):
-        other = int((digit + rng.integers(1, NUM_DIGIT_CLASSES)) % NUM_DIGIT_CLASSES)
-        sprite, _, size = _sprite(rng, bank, pool, spec, other)
-        center = _bouncing(rng, size, spec)[:1]
-        angle = np.array([rng.uniform(-0.3, 0.3)])
-        still = place_sprite(sprite, center, np.array([size]), angle, height, width)
-        color = _color(rng, backdrop, still, spec, gain=0.5)
-        layers.append((still.expand(num, height, width), color))
     margin = spec.style.margin * width
     sprite, _, size = _sprite(rng, bank, pool, spec, digit)
     path = _bouncing(rng, size, spec, spec.style.speed, (margin, width - margin))
     angles = np.full(num, rng.uniform(-0.3, 0.3))
     alpha = place_sprite(sprite, path, np.full(num, size), angles, height, width)
-    layers.append((alpha, _color(rng, backdrop, alpha, spec)))
+    layers: List[Layer] = [(alpha, _color(rng, backdrop, alpha, spec))]
     layers.extend(_clutter(rng, spec))
     return composite(rng, backdrop, layers, spec.style.noise_std)
 

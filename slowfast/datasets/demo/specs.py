@@ -3,8 +3,8 @@
 ``tiny`` is for unit tests (seconds), ``small`` for the README demo (a tiny
 model learns the Kinetics layout in minutes on 2 cores), ``bench`` for the
 loader benchmark and for comparing training methods (harder: smaller digits,
-weaker contrast, clutter and distractor digits, so a tiny model stays clearly
-below 100%).
+weaker contrast, pixel noise and clutter, so a tiny model stays clearly below
+100%).
 """
 
 from dataclasses import dataclass, replace
@@ -44,7 +44,6 @@ class Style:
             (Kinetics only).
         noise_std: std of the per-pixel Gaussian noise, per frame.
         blobs: at most this many drifting clutter spots (uniform 0..blobs).
-        distractors: static, fainter digits of other classes (Kinetics only).
         margin: share of the width on each side the moving digit stays out of
             (Kinetics only), so that random training crops keep it in view.
     """
@@ -57,7 +56,6 @@ class Style:
     polarity: int = 0
     speed: Tuple[float, float] = (0.5, 2.5)
     blobs: int = 0
-    distractors: int = 0
     margin: float = 0.0
 
 
