@@ -59,6 +59,8 @@ class TrainMeter:
         self.data_time = ScalarMeter(log_period)
         self.compute_time = ScalarMeter(log_period)
         self.clips = 0
+        # shape string -> {"iters", "clips", "time" (data + compute seconds)}
+        self.shapes: dict = {}
         self.start = time.perf_counter()
 
     def add(
@@ -69,8 +71,13 @@ class TrainMeter:
         compute_time: float,
         top1_err: Optional[float] = None,
         top5_err: Optional[float] = None,
+        shape: Optional[str] = None,
     ) -> None:
-        """Records one iteration (values are global over processes)."""
+        """Records one iteration (values are global over processes).
+
+        ``shape`` (e.g. ``"128x2x45"``: clips x frames x crop) also counts the
+        iteration, its clips and its data + compute time under that shape.
+        """
         self.loss.add(loss, batch_size)
         if top1_err is not None:
             self.top1_err.add(top1_err, batch_size)
@@ -78,6 +85,11 @@ class TrainMeter:
         self.data_time.add(data_time)
         self.compute_time.add(compute_time)
         self.clips += batch_size
+        if shape is not None:
+            entry = self.shapes.setdefault(shape, {"iters": 0, "clips": 0, "time": 0.0})
+            entry["iters"] += 1
+            entry["clips"] += batch_size
+            entry["time"] += data_time + compute_time
 
     def _eta_seconds(self, it: int) -> float:
         elapsed = time.perf_counter() - self.start
@@ -123,6 +135,8 @@ class TrainMeter:
         if self.top1_err.weight:
             stats["top1_err"] = self.top1_err.mean()
             stats["top5_err"] = self.top5_err.mean()
+        if self.shapes:
+            stats["shapes"] = self.shapes
         return stats
 
 

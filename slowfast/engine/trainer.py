@@ -252,10 +252,10 @@ class Trainer:
             monitor.update(int(failed))
             compute_time = time.perf_counter() - tic - data_time
             top = (None, None) if cfg.DATA.MULTI_LABEL else (top1, top5)
-            meter.add(loss, shape.batch_size, data_time, compute_time, *top)
+            shape_str = f"{shape.batch_size}x{shape.num_frames}x{shape.crop_size}"
+            meter.add(loss, shape.batch_size, data_time, compute_time, *top, shape_str)
             self.global_iter += 1
             if (it + 1) % cfg.LOG_PERIOD == 0:
-                shape_str = f"{shape.batch_size}x{shape.num_frames}x{shape.crop_size}"
                 line = meter.iter_stats(epoch_str, it, lr, shape_str)
                 log_json_stats(line, cfg.OUTPUT_DIR, self.rank)
             if self.writer is not None:
