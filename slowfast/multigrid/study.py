@@ -1,0 +1,377 @@
+"""The pure parts of the speed-accuracy study (``projects/multigrid/study.py``).
+
+A study trains and tests *arms* that differ only in ``MULTIGRID`` keys, at
+several *budgets* (multiples of the base config's SOLVER.MAX_EPOCH) and seeds.
+This module builds each run's config overrides, reads a finished run's
+``json_stats.log``, aggregates runs over seeds and formats the table and the
+CSV file; it starts no process, reads no clock and writes no file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+from fvcore.common.config import CfgNode
+
+# Arm name -> (MULTIGRID.LONG_CYCLE, MULTIGRID.SHORT_CYCLE).
+ARMS = {
+    "baseline": (False, False),
+    "long": (True, False),
+    "short": (False, True),
+    "long_short": (True, True),
+}
+# TRAIN.EVAL_PERIOD and CHECKPOINT_PERIOD of the study's training runs: larger
+# than any run, so only the last epoch (always done by the trainer) evaluates
+# and saves. The same value for every arm, so arms differ only in MULTIGRID.
+LAST_EPOCH_ONLY = 1_000_000
+RESULT_FILE = "study_result.json"
+CSV_FIELDS = (
+    "arm", "budget", "seed", "epochs", "epochs_planned", "iterations",
+    "iterations_planned", "train_s", "test_s", "epoch_time_s", "data_wait_share",
+    "val_top1", "val_top5", "val_map", "test_top1", "test_top5", "test_map",
+    "clips_per_s", "run_dir",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training + test run of the study.
+
+    Attributes:
+        arm: a key of ``ARMS``.
+        budget: multiple of the base config's SOLVER.MAX_EPOCH.
+        seed: RNG_SEED.
+    """
+
+    arm: str
+    budget: float
+    seed: int
+
+    @property
+    def name(self) -> str:
+        """Folder name of the run, e.g. ``long_short_b0.5_s0``."""
+        return f"{self.arm}_b{self.budget:g}_s{self.seed}"
+
+
+def _split(text: str, what: str) -> list:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise ValueError(f"--{what}: empty list")
+    return list(dict.fromkeys(items))  # drops repeats, keeps the order
+
+
+def parse_arms(text: str) -> list:
+    """Parses ``--arms`` ("baseline,long_short"); raises ValueError on a bad name."""
+    arms = _split(text, "arms")
+    unknown = [arm for arm in arms if arm not in ARMS]
+    if unknown:
+        raise ValueError(f"--arms: unknown arm {unknown[0]!r}; known: {list(ARMS)}")
+    return arms
+
+
+def parse_budgets(text: str) -> list:
+    """Parses ``--budgets`` ("0.5,1,2"); raises ValueError unless all are > 0."""
+    budgets = []
+    for item in _split(text, "budgets"):
+        try:
+            value = float(item)
+        except ValueError:
+            raise ValueError(f"--budgets: {item!r} is not a number") from None
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"--budgets: {item!r} must be a number > 0")
+        budgets.append(value)
+    return list(dict.fromkeys(budgets))
+
+
+def parse_seeds(text: str) -> list:
+    """Parses ``--seeds`` ("0,1"); raises ValueError on a non-integer."""
+    try:
+        return [int(item) for item in _split(text, "seeds")]
+    except ValueError as err:
+        raise ValueError(f"--seeds: {err}") from None
+
+
+def plan_runs(arms: Sequence[str], budgets: Sequence[float], seeds: Sequence[int]):
+    """Returns the runs in the order they are made: seed, then budget, then arm.
+
+    A whole sweep of the first seed comes first, so a stopped study already
+    compares every arm.
+    """
+    return [Run(a, b, s) for s in seeds for b in budgets for a in arms]
+
+
+def _round_half_up(value: float) -> int:
+    return int(math.floor(value + 0.5))
+
+
+def scale_steps(steps: Sequence[float], budget: float) -> list:
+    """Scales SOLVER.STEPS by ``budget``: rounded half up, kept strictly increasing.
+
+    Args:
+        steps: the base config's SOLVER.STEPS (the first is usually 0).
+        budget: the factor.
+
+    Returns:
+        list: the scaled steps (unchanged at budget 1).
+    """
+    if budget == 1:
+        return list(steps)
+    scaled: list = []
+    for step in steps:
+        value = _round_half_up(step * budget)
+        scaled.append(max(value, scaled[-1] + 1) if scaled else value)
+    return scaled
+
+
+def budget_overrides(solver: CfgNode, budget: float) -> list:
+    """SOLVER overrides of a budget (the same for every arm).
+
+    MAX_EPOCH becomes ``round(budget * MAX_EPOCH)``; non-empty STEPS are scaled
+    by ``scale_steps``, as is STEP_SIZE for a ``steps`` policy without STEPS.
+    WARMUP_EPOCHS is kept; MULTIGRID.EPOCH_FACTOR still applies on top.
+
+    Args:
+        solver: the base config's SOLVER node.
+        budget: multiple of SOLVER.MAX_EPOCH.
+
+    Returns:
+        list: KEY VALUE strings.
+
+    Raises:
+        ValueError: the budget leaves no epoch, or no room for the LR steps.
+    """
+    max_epoch = _round_half_up(budget * solver.MAX_EPOCH)
+    if max_epoch < 1:
+        raise ValueError(
+            f"budget {budget:g}: {budget:g} x SOLVER.MAX_EPOCH "
+            f"({solver.MAX_EPOCH}) rounds to 0 epochs"
+        )
+    opts = ["SOLVER.MAX_EPOCH", str(max_epoch)]
+    if solver.STEPS:
+        steps = scale_steps(solver.STEPS, budget)
+        if steps[-1] >= max_epoch:
+            raise ValueError(
+                f"budget {budget:g}: SOLVER.STEPS {list(solver.STEPS)} scaled to "
+                f"{steps} do not fit in {max_epoch} epochs; use a larger budget"
+            )
+        opts += ["SOLVER.STEPS", json.dumps(steps)]
+    elif solver.LR_POLICY == "steps":
+        step_size = max(1, _round_half_up(budget * solver.STEP_SIZE))
+        opts += ["SOLVER.STEP_SIZE", str(step_size)]
+    return opts
+
+
+def run_overrides(
+    run: Run, solver: CfgNode, run_dir: str, keep_periods: bool = False
+) -> list:
+    """The KEY VALUE overrides of a run, applied after the user's.
+
+    Arms differ only in MULTIGRID.LONG_CYCLE / SHORT_CYCLE (the trainer turns
+    BN into sub-batch BN by itself when multigrid is on); budget and seed keys
+    are the same for every arm.
+
+    Args:
+        run: the run.
+        solver: the base config's SOLVER node.
+        run_dir: the run's OUTPUT_DIR.
+        keep_periods: keep the config's TRAIN.EVAL_PERIOD / CHECKPOINT_PERIOD
+            instead of evaluating and saving at the last epoch only.
+
+    Returns:
+        list: KEY VALUE strings.
+    """
+    long_cycle, short_cycle = ARMS[run.arm]
+    opts = ["MULTIGRID.LONG_CYCLE", str(long_cycle)]
+    opts += ["MULTIGRID.SHORT_CYCLE", str(short_cycle)]
+    opts += budget_overrides(solver, run.budget)
+    opts += ["RNG_SEED", str(run.seed), "OUTPUT_DIR", run_dir]
+    if not keep_periods:
+        opts += ["TRAIN.EVAL_PERIOD", str(LAST_EPOCH_ONLY)]
+        opts += ["TRAIN.CHECKPOINT_PERIOD", str(LAST_EPOCH_ONLY)]
+    return opts
+
+
+def _metrics(prefix: str, stats: Optional[dict]) -> dict:
+    """``{prefix}_top1/_top5/_map`` in percent (None when absent)."""
+    stats = stats or {}
+    out = {f"{prefix}_{key}": None for key in ("top1", "top5", "map")}
+    for key in ("top1", "top5"):
+        if f"{key}_err" in stats:
+            out[f"{prefix}_{key}"] = 100.0 - stats[f"{key}_err"]
+    if "map" in stats:
+        out[f"{prefix}_map"] = 100.0 * stats["map"]
+    return out
+
+
+def parse_stats(lines: Iterable[str]) -> dict:
+    """Summarises a run's ``json_stats.log``.
+
+    Args:
+        lines: the file's lines (``train_epoch``, ``val_epoch`` and
+            ``test_final`` lines are read, the others skipped).
+
+    Returns:
+        dict: ``epochs`` (train_epoch lines), ``iterations`` (from their
+        ``shapes``; None without), ``epoch_time_s`` (sum of ``time_epoch``),
+        ``data_wait_share`` (sum of ``time_data`` / sum of ``time_epoch``),
+        ``clips_per_s`` (shape -> clips / data+compute seconds), and the last
+        val and test metrics as ``val_top1`` ... ``test_map`` (percent).
+    """
+    epochs, last = [], {}
+    for line in lines:
+        if not line.strip():
+            continue
+        stats = json.loads(line)
+        kind = stats.get("_type")
+        if kind == "train_epoch":
+            epochs.append(stats)
+        elif kind in ("val_epoch", "test_final"):
+            last[kind] = stats
+    shapes: dict = {}
+    for stats in epochs:
+        for shape, part in stats.get("shapes", {}).items():
+            total = shapes.setdefault(shape, {"iters": 0, "clips": 0, "time": 0.0})
+            for key in total:
+                total[key] += part[key]
+    time_epoch = sum(stats["time_epoch"] for stats in epochs)
+    time_data = sum(stats["time_data"] for stats in epochs)
+    result = {
+        "epochs": len(epochs),
+        "iterations": sum(s["iters"] for s in shapes.values()) if shapes else None,
+        "epoch_time_s": time_epoch,
+        "data_wait_share": time_data / time_epoch if time_epoch > 0 else None,
+        "clips_per_s": {
+            shape: s["clips"] / s["time"] for shape, s in shapes.items() if s["time"]
+        },
+    }
+    result.update(_metrics("val", last.get("val_epoch")))
+    result.update(_metrics("test", last.get("test_final")))
+    return result
+
+
+def estimate_eta(done: Sequence[tuple], todo: Sequence[tuple]) -> Optional[float]:
+    """Seconds left, from the wall-clock of finished runs per unit of budget.
+
+    Args:
+        done: ``(arm, budget, seconds)`` of finished runs.
+        todo: ``(arm, budget)`` of the runs still to make.
+
+    Returns:
+        float: the estimate (the arm's own rate when it has finished runs,
+        else the rate over all arms); None when no run has finished.
+    """
+    if not done:
+        return None
+    rates: dict = {}
+    for arm, budget, seconds in done:
+        total = rates.setdefault(arm, [0.0, 0.0])
+        total[0] += seconds
+        total[1] += budget
+    overall = sum(t[0] for t in rates.values()) / sum(t[1] for t in rates.values())
+    return sum(
+        budget * (rates[arm][0] / rates[arm][1] if arm in rates else overall)
+        for arm, budget in todo
+    )
+
+
+def spread(values: Iterable[Optional[float]]) -> Optional[tuple]:
+    """``(mean, min, max)`` of the values that are not None, else None."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return sum(values) / len(values), min(values), max(values)
+
+
+def metric_key(multi_label: bool) -> str:
+    """The result field of the test accuracy: ``test_map`` or ``test_top1``."""
+    return "test_map" if multi_label else "test_top1"
+
+
+def aggregate(results: Sequence[dict], metric: str) -> list:
+    """One row per arm x budget (arms in first-seen order, budgets sorted).
+
+    Args:
+        results: run results (``arm``, ``budget``, ``epochs``, ``iterations``,
+            ``train_s``, ``data_wait_share``, the metric, ``test_top5``).
+        metric: the accuracy field (see ``metric_key``).
+
+    Returns:
+        list: dicts with ``arm``, ``budget``, ``n``; ``spread`` tuples (or
+        None) for ``epochs``, ``iterations``, ``train_s``, ``data_wait_share``,
+        ``metric`` and ``top5``; ``speedup_time`` and ``speedup_iters``
+        against the baseline at budget 1 (None when it is not in the study).
+    """
+    arms = list(dict.fromkeys(r["arm"] for r in results))
+    groups: dict = {}
+    for result in results:
+        groups.setdefault((result["arm"], result["budget"]), []).append(result)
+    rows = []
+    for arm, budget in sorted(groups, key=lambda k: (arms.index(k[0]), k[1])):
+        runs = groups[arm, budget]
+        row = {"arm": arm, "budget": budget, "n": len(runs)}
+        for key in ("epochs", "iterations", "train_s", "data_wait_share"):
+            row[key] = spread(r[key] for r in runs)
+        row["metric"] = spread(r[metric] for r in runs)
+        row["top5"] = spread(r["test_top5"] for r in runs)
+        rows.append(row)
+    ref = next((r for r in rows if r["arm"] == "baseline" and r["budget"] == 1), None)
+    speedups = (("speedup_time", "train_s"), ("speedup_iters", "iterations"))
+    for row in rows:
+        for key, field in speedups:
+            ok = ref is not None and ref[field] and row[field] and row[field][0]
+            row[key] = ref[field][0] / row[field][0] if ok else None
+    return rows
+
+
+def _cell(value: Optional[tuple], fmt: str = ".1f", scale: float = 1.0) -> str:
+    """``mean (min-max)`` of a spread, or the mean alone when all are equal."""
+    if value is None:
+        return "-"
+    mean, low, high = (v * scale for v in value)
+    if format(low, fmt) == format(high, fmt):
+        return format(mean, fmt)
+    return f"{mean:{fmt}} ({low:{fmt}}-{high:{fmt}})"
+
+
+def format_table(rows: Sequence[dict], multi_label: bool = False) -> str:
+    """The Markdown table of ``aggregate`` rows, with a legend line."""
+    acc = ["test mAP (%)"] if multi_label else ["test top-1 (%)", "test top-5 (%)"]
+    headers = ["arm", "budget", "n", "epochs", "iterations", "train wall-clock (s)"]
+    headers += ["speedup (wall-clock)", "speedup (iterations)", "data wait (%)", *acc]
+    lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
+    for row in rows:
+        speedups = [
+            f"{row[k]:.2f}x" if row[k] is not None else "-"
+            for k in ("speedup_time", "speedup_iters")
+        ]
+        cells = [row["arm"], f"{row['budget']:g}x", str(row["n"])]
+        cells += [_cell(row["epochs"], ".0f"), _cell(row["iterations"], ".0f")]
+        cells += [_cell(row["train_s"]), *speedups]
+        cells += [_cell(row["data_wait_share"], scale=100.0), _cell(row["metric"])]
+        if not multi_label:
+            cells.append(_cell(row["top5"]))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(
+        "Mean over the n seeds (min-max). Budget: multiple of the base "
+        "SOLVER.MAX_EPOCH (multigrid's EPOCH_FACTOR applies on top). Speedups: "
+        "the baseline at budget 1 over this row (means); data wait: time waiting "
+        "for the loader / training-loop time."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def format_csv(results: Sequence[dict]) -> str:
+    """``runs.csv``: one row per run, ``clips_per_s`` as a JSON object."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for result in results:
+        row = dict(result, clips_per_s=json.dumps(result.get("clips_per_s", {})))
+        writer.writerow(row)
+    return out.getvalue()
