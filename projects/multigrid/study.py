@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""Speed-accuracy study of multigrid training (the paper's Fig. 1 and 3).
+
+Usage:
+    python projects/multigrid/study.py --cfg BASE.yaml [--cfg MORE.yaml]
+        [--arms baseline,long,short,long_short] [--budgets 0.5,1,2]
+        [--seeds 0,1] [--out DIR] [--dry-run] [--keep-periods] [KEY VALUE ...]
+
+Every run is the base config (and the KEY VALUE overrides) with:
+
+* the arm's MULTIGRID.LONG_CYCLE / SHORT_CYCLE: ``baseline`` (neither),
+  ``long``, ``short`` or ``long_short`` (both, the default recipe); nothing
+  else differs between arms (the trainer switches BN to sub-batch BN by itself
+  when multigrid is on);
+* the budget: SOLVER.MAX_EPOCH = round(budget x MAX_EPOCH), SOLVER.STEPS scaled
+  by the budget (warm-up kept); MULTIGRID.EPOCH_FACTOR applies on top, so the
+  baseline at 1x and the default multigrid at 1.5x epochs are both budget 1;
+* RNG_SEED = seed and OUTPUT_DIR = DIR/runs/<arm>_b<budget>_s<seed>.
+
+Each run is two ``tools/run_net.py`` processes, timed separately: training
+(TEST.ENABLE False) and testing (TRAIN.ENABLE False, TEST.ENABLE True) of the
+final checkpoint. The training wall-clock is the whole process (start-up, the
+training loop, precise BN and validation at the last epoch). TRAIN.EVAL_PERIOD
+and TRAIN.CHECKPOINT_PERIOD are set so that only the last epoch validates and
+saves, so periodic validation does not count as training time; --keep-periods
+keeps the config's periods. A run's console output goes to
+``study_train.out`` / ``study_test.out`` in its folder.
+
+Each finished run writes ``study_result.json`` in its folder and is skipped
+by later invocations (stop the study any time and run the same command again);
+a run folder without a result is moved aside to ``<name>.stale-<time>`` and
+run again. DIR (default: the config's OUTPUT_DIR + ``_study``) gets
+``runs.csv``, ``runs.json``, ``table.md`` and ``plot.png`` for the runs of
+this command line. Exit status: 0, 1 when a run failed, 2 for a bad command
+line or config (before any run starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from fvcore.common.config import CfgNode
+
+from slowfast.config import load_config
+from slowfast.multigrid import MultigridSchedule
+from slowfast.multigrid import study as st
+from slowfast.utils import checkpoint as cu
+from slowfast.utils.distributed import procs_per_machine
+from slowfast.utils.parser import load_config_from_args
+from slowfast.utils.parser import parse_args as parse_run_args
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
+DEFAULT_INIT_METHOD = "tcp://localhost:9999"
+TRAINING_OVERRIDES = ["TRAIN.ENABLE", "True", "TEST.ENABLE", "False"]
+
+
+def testing_overrides(checkpoint: str) -> list:
+    """Overrides of a run's test process: test ``checkpoint`` only."""
+    return ["TRAIN.ENABLE", "False", "TEST.ENABLE", "True"] + (
+        ["TEST.CHECKPOINT_FILE_PATH", checkpoint]
+    )
+
+
+@dataclass
+class PlannedRun:
+    """A run with its arguments, config and resolved schedule.
+
+    Attributes:
+        run: arm, budget and seed.
+        run_dir: the run's OUTPUT_DIR.
+        args: run_net.py arguments shared by its training and test processes.
+        cfg: the run's loaded (validated) config.
+        schedule: the trainer's schedule for it (epochs, iterations).
+        iterations: planned training iterations (None in a dry run).
+    """
+
+    run: st.Run
+    run_dir: str
+    args: list
+    cfg: CfgNode
+    schedule: MultigridSchedule
+    iterations: Optional[int] = None
+
+    @property
+    def result_path(self) -> str:
+        """Its ``study_result.json``; a run that has one is finished."""
+        return os.path.join(self.run_dir, st.RESULT_FILE)
+
+    @property
+    def checkpoint(self) -> str:
+        """The final checkpoint the training leaves (and the test reads)."""
+        return cu.get_path_to_checkpoint(self.run_dir, self.schedule.max_epoch)
+
+    def command(self, phase: list) -> list:
+        """The run_net.py command line, ``phase`` overrides last."""
+        return [sys.executable, RUN_NET, *self.args, *phase]
+
+
+class RunFailed(RuntimeError):
+    """A run's process failed or left no final checkpoint."""
+
+
+def parse_args(argv: Optional[list] = None) -> tuple:
+    """Parses the command line.
+
+    The study's own options are taken out; the rest (``--cfg``, KEY VALUE
+    overrides, ``--init_method``) is parsed by run_net.py's parser.
+
+    Args:
+        argv: arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        tuple: the study's options, run_net.py's parsed arguments.
+    """
+    parser = argparse.ArgumentParser(
+        prog="study.py",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="KEY VALUE overrides (and --init_method) are passed to every run.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--cfg", action="append", default=[], metavar="FILE")
+    parser.add_argument("--arms", default=",".join(st.ARMS), help="%(default)s")
+    parser.add_argument("--budgets", default="0.5,1,2", help="%(default)s")
+    parser.add_argument("--seeds", default="0", help="%(default)s")
+    parser.add_argument("--out", default="", help="study folder")
+    parser.add_argument("--dry-run", action="store_true", help="print the runs")
+    parser.add_argument(
+        "--keep-periods", action="store_true", help="keep the config's EVAL/CKPT"
+    )
+    args, rest = parser.parse_known_args(argv)
+    cfg_args = [token for path in args.cfg for token in ("--cfg", path)]
+    return args, parse_run_args(cfg_args + rest)
+
+
+def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
+    """Builds and checks every run's config and schedule, before any run.
+
+    Args:
+        args, run_args: see ``parse_args``.
+
+    Returns:
+        tuple: the study folder, DATA.MULTI_LABEL, the ``PlannedRun`` list.
+
+    Raises:
+        ValueError, OSError, KeyError: a bad option, config or data list.
+    """
+    base = load_config_from_args(run_args)
+    if base.NUM_SHARDS > 1:
+        raise ValueError("NUM_SHARDS > 1: the study runs every run on this machine")
+    out = args.out or os.path.normpath(base.OUTPUT_DIR) + "_study"
+    runs = st.plan_runs(
+        st.parse_arms(args.arms),
+        st.parse_budgets(args.budgets),
+        st.parse_seeds(args.seeds),
+    )
+    common = [token for path in run_args.cfg_files for token in ("--cfg", path)]
+    if run_args.init_method != DEFAULT_INIT_METHOD:
+        common += ["--init_method", run_args.init_method]
+    planned = []
+    for run in runs:
+        run_dir = os.path.join(out, "runs", run.name)
+        opts = run_args.opts + st.run_overrides(
+            run, base.SOLVER, run_dir, args.keep_periods
+        )
+        cfg = load_config(run_args.cfg_files, opts)
+        schedule = MultigridSchedule.from_cfg(cfg, num_procs=procs_per_machine(cfg))
+        planned.append(PlannedRun(run, run_dir, common + opts, cfg, schedule))
+    if not args.dry_run:  # the trainer's own early checks, before any work
+        from slowfast.datasets.build import dataset_size
+        from slowfast.utils.model_stats import network_stride
+
+        size = dataset_size(base, "train")
+        for p in planned:
+            multi_pathway = p.cfg.MODEL.ARCH in p.cfg.MODEL.MULTI_PATHWAY_ARCH
+            alpha = p.cfg.SLOWFAST.ALPHA if multi_pathway else 1
+            p.schedule.validate(network_stride(p.cfg), min_frames=alpha)
+            for epoch in range(p.schedule.max_epoch):
+                if p.schedule.iters_in_epoch(epoch, size) == 0:
+                    raise ValueError(
+                        f"{p.run.name}: epoch {epoch + 1} has no full batch of the "
+                        f"{size} training clips; lower TRAIN.BATCH_SIZE"
+                    )
+            p.iterations = p.schedule.total_iters(size)
+    return out, base.DATA.MULTI_LABEL, planned
+
+
+def _timed(cmd: list, log_path: str) -> float:
+    """Runs a command with its output in ``log_path``; returns its wall-clock."""
+    start = time.perf_counter()
+    with open(log_path, "w") as log:
+        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+    seconds = time.perf_counter() - start
+    if code != 0:
+        with open(log_path) as log:
+            tail = [line.strip() for line in log if line.strip()][-1:]
+        raise RunFailed(f"exit status {code} ({log_path}): {' '.join(tail)}")
+    return seconds
+
+
+def execute(p: PlannedRun) -> dict:
+    """Trains and tests one run from scratch and saves its result.
+
+    Args:
+        p: the run; an existing folder of it is moved aside first.
+
+    Returns:
+        dict: the result (``study_result.json``): the ``parse_stats`` fields,
+        planned epochs and iterations, wall-clocks, folder and arguments.
+
+    Raises:
+        RunFailed: a process failed or the final checkpoint is missing.
+    """
+    if os.path.exists(p.run_dir):
+        stale = f"{p.run_dir}.stale-{time.strftime('%Y%m%d-%H%M%S')}"
+        os.rename(p.run_dir, stale)
+        print(f"    {p.run_dir} has no result: moved to {stale}", flush=True)
+    os.makedirs(p.run_dir)
+    train_s = _timed(
+        p.command(TRAINING_OVERRIDES), os.path.join(p.run_dir, "study_train.out")
+    )
+    if not os.path.isfile(p.checkpoint):
+        raise RunFailed(f"training left no final checkpoint {p.checkpoint}")
+    test_cmd = p.command(testing_overrides(p.checkpoint))
+    test_s = _timed(test_cmd, os.path.join(p.run_dir, "study_test.out"))
+    with open(os.path.join(p.run_dir, "json_stats.log")) as f:
+        stats = st.parse_stats(f)
+    result = {"arm": p.run.arm, "budget": p.run.budget, "seed": p.run.seed}
+    result.update(epochs_planned=p.schedule.max_epoch, iterations_planned=p.iterations)
+    result.update(stats, train_s=train_s, test_s=test_s, run_dir=p.run_dir)
+    result["args"] = p.args
+    for key in ("epochs", "iterations"):
+        if result[key] != result[f"{key}_planned"]:
+            print(
+                f"    warning: the logs count {result[key]} {key}, the schedule "
+                f"{result[f'{key}_planned']}",
+                flush=True,
+            )
+    with open(p.result_path, "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def _clock(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "ETA unknown"
+    seconds = int(seconds)
+    return f"ETA {seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def plot_study(rows: list, path: str, multi_label: bool = False) -> None:
+    """Test accuracy against training wall-clock, one line per arm (PNG).
+
+    Each point is labelled with its budget; error bars span min-max over seeds.
+
+    Args:
+        rows: ``aggregate`` rows.
+        path: output image file.
+        multi_label: the accuracy is mAP (else top-1).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.8))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for arm in dict.fromkeys(row["arm"] for row in rows):
+        points = sorted(
+            (r for r in rows if r["arm"] == arm and r["train_s"] and r["metric"]),
+            key=lambda r: r["budget"],
+        )
+        if not points:
+            continue
+        xs = [r["train_s"][0] for r in points]
+        ys = [r["metric"][0] for r in points]
+        xerr = [[x - r["train_s"][1] for x, r in zip(xs, points)]]
+        xerr.append([r["train_s"][2] - x for x, r in zip(xs, points)])
+        yerr = [[y - r["metric"][1] for y, r in zip(ys, points)]]
+        yerr.append([r["metric"][2] - y for y, r in zip(ys, points)])
+        ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, marker="o", capsize=3, label=arm)
+        for x, y, r in zip(xs, ys, points):
+            label = f"{r['budget']:g}x"
+            ax.annotate(label, (x, y), xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("training wall-clock (s)")
+    ax.set_ylabel("test mAP (%)" if multi_label else "test top-1 (%)")
+    ax.set_title("speed-accuracy (labels: budget x base MAX_EPOCH)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
+def write_outputs(out: str, results: list, multi_label: bool) -> str:
+    """Writes runs.csv, runs.json, table.md and plot.png.
+
+    Args:
+        out: the study folder.
+        results: the finished runs' results.
+        multi_label: report mAP instead of top-1 / top-5.
+
+    Returns:
+        str: the Markdown table.
+    """
+    os.makedirs(out, exist_ok=True)
+    rows = st.aggregate(results, st.metric_key(multi_label))
+    table = st.format_table(rows, multi_label)
+    with open(os.path.join(out, "runs.csv"), "w") as f:
+        f.write(st.format_csv(results))
+    with open(os.path.join(out, "runs.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(table)
+    plot_study(rows, os.path.join(out, "plot.png"), multi_label)
+    return table
+
+
+def main(argv: Optional[list] = None) -> int:
+    """Runs the study.
+
+    Args:
+        argv: arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        int: 0; 1 when a run failed; 2 for a bad command line or config.
+    """
+    args, run_args = parse_args(argv)
+    try:
+        out, multi_label, planned = plan(args, run_args)
+    except (ValueError, OSError, KeyError) as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        print(f"error: {'; '.join(lines) or type(err).__name__}", file=sys.stderr)
+        return 2
+    total = len(planned)
+    if args.dry_run:
+        for i, p in enumerate(planned, 1):
+            print(f"[{i}/{total}] {p.run.name}: {p.schedule.max_epoch} epochs")
+            print("    train: " + shlex.join(p.command(TRAINING_OVERRIDES)))
+            print(
+                "    test:  " + shlex.join(p.command(testing_overrides(p.checkpoint)))
+            )
+        return 0
+    results: dict = {}
+    for p in planned:
+        if os.path.isfile(p.result_path):
+            with open(p.result_path) as f:
+                results[p.run] = json.load(f)
+    failed = []
+    for i, p in enumerate(planned, 1):
+        label = f"[{i}/{total}] {p.run.arm} budget {p.run.budget} seed {p.run.seed}"
+        if p.run in results:
+            print(f"{label}: finished before, skipped ({p.result_path})")
+            if results[p.run].get("args") != p.args:
+                print("    warning: it was made with other arguments; move it away")
+            continue
+        done = [
+            (r["arm"], r["budget"], r["train_s"] + r["test_s"])
+            for r in results.values()
+        ]
+        todo = [
+            (q.run.arm, q.run.budget) for q in planned[i - 1 :] if q.run not in results
+        ]
+        print(f"{label} ... (study {_clock(st.estimate_eta(done, todo))})", flush=True)
+        try:
+            result = results[p.run] = execute(p)
+        except (RunFailed, OSError, ValueError) as err:
+            failed.append(p.run.name)
+            print(f"    failed: {err}", flush=True)
+            continue
+        metric = result[st.metric_key(multi_label)]
+        print(
+            f"    train {result['train_s']:.0f} s ({result['epochs']} epochs, "
+            f"{result['iterations']} iterations), test {result['test_s']:.0f} s, "
+            f"test {'mAP' if multi_label else 'top-1'} "
+            + (f"{metric:.2f}%" if metric is not None else "-"),
+            flush=True,
+        )
+    finished = [results[p.run] for p in planned if p.run in results]
+    if finished:
+        print(write_outputs(out, finished, multi_label))
+        print(f"written: {out}/runs.csv, runs.json, table.md, plot.png")
+    if failed:
+        print(f"{len(failed)} run(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
