@@ -1,0 +1,308 @@
+"""projects/multigrid/study.py: overrides, result parsing, aggregation, a tiny study."""
+
+import csv
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+from slowfast.config import load_config
+from slowfast.datasets.demo import make_demo_data
+from slowfast.engine.meters import TrainMeter
+from slowfast.multigrid import study as st
+
+from .conftest import REPO_ROOT
+
+DEMO_MULTIGRID = os.path.join(
+    REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.yaml"
+)
+STUDY_PATH = os.path.join(REPO_ROOT, "projects", "multigrid", "study.py")
+
+
+def _study_module():
+    spec = importlib.util.spec_from_file_location("multigrid_study", STUDY_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _flat(node, prefix=""):
+    out = {}
+    for key, value in node.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+# ----------------------------------------------------------------- pure parts
+def test_meter_counts_iterations_clips_and_time_per_shape():
+    meter = TrainMeter(log_period=2, iters_per_epoch=3, iters_left_after_epoch=0)
+    meter.add(2.0, 16, 0.1, 0.4, shape="16x2x45")
+    meter.add(2.0, 8, 0.0, 0.3, shape="8x2x64")
+    meter.add(2.0, 16, 0.2, 0.3, shape="16x2x45")
+    shapes = meter.epoch_stats("1/1", 0.1)["shapes"]
+    assert shapes["16x2x45"] == {"iters": 2, "clips": 32, "time": pytest.approx(1.0)}
+    assert shapes["8x2x64"] == {"iters": 1, "clips": 8, "time": pytest.approx(0.3)}
+    assert "shapes" not in TrainMeter(2, 1, 0).epoch_stats("1/1", 0.1)
+
+
+def test_scale_steps_rounds_and_stays_increasing():
+    assert st.scale_steps([0, 24, 34], 0.5) == [0, 12, 17]
+    assert st.scale_steps([0, 24, 34], 2) == [0, 48, 68]
+    assert st.scale_steps([0, 5, 7], 0.5) == [0, 3, 4]  # 2.5 and 3.5 round up
+    assert st.scale_steps([0, 1, 2], 0.4) == [0, 1, 2]  # 0.4 -> 0 -> 1, 0.8 -> 2
+    assert st.scale_steps([0, 12.5], 1) == [0, 12.5]
+
+
+def test_budget_overrides():
+    cfg = load_config([DEMO_MULTIGRID])
+    assert st.budget_overrides(cfg.SOLVER, 0.5) == [
+        "SOLVER.MAX_EPOCH", "20", "SOLVER.STEPS", "[0, 12, 17]",
+    ]  # fmt: skip
+    assert st.budget_overrides(cfg.SOLVER, 1.5)[:2] == ["SOLVER.MAX_EPOCH", "60"]
+    with pytest.raises(ValueError, match="do not fit in 2 epochs"):
+        st.budget_overrides(cfg.SOLVER, 0.05)
+    cosine = load_config([], ["SOLVER.LR_POLICY", "cosine", "SOLVER.MAX_EPOCH", "5"])
+    assert st.budget_overrides(cosine.SOLVER, 0.5) == ["SOLVER.MAX_EPOCH", "3"]
+    with pytest.raises(ValueError, match="rounds to 0 epochs"):
+        st.budget_overrides(cosine.SOLVER, 0.05)
+
+
+@pytest.mark.parametrize("budget", [0.5, 2.0])
+def test_arms_differ_only_in_multigrid_keys(budget):
+    base = load_config([DEMO_MULTIGRID])
+    run_dir = "/tmp/same"  # OUTPUT_DIR differs per run by construction
+    cfgs = {
+        arm: _flat(
+            load_config(
+                [DEMO_MULTIGRID],
+                st.run_overrides(st.Run(arm, budget, 3), base.SOLVER, run_dir),
+            )
+        )
+        for arm in st.ARMS
+    }
+    ref = cfgs["baseline"]
+    assert ref["SOLVER.MAX_EPOCH"] == round(budget * 40)
+    assert ref["SOLVER.WARMUP_EPOCHS"] == base.SOLVER.WARMUP_EPOCHS
+    assert ref["RNG_SEED"] == 3 and ref["TRAIN.EVAL_PERIOD"] == st.LAST_EPOCH_ONLY
+    assert ref["BN.NORM_TYPE"] == base.BN.NORM_TYPE
+    for arm, flat in cfgs.items():
+        changed = {key for key in flat if flat[key] != ref[key]}
+        assert changed <= {"MULTIGRID.LONG_CYCLE", "MULTIGRID.SHORT_CYCLE"}, arm
+        assert (flat["MULTIGRID.LONG_CYCLE"], flat["MULTIGRID.SHORT_CYCLE"]) == (
+            st.ARMS[arm]
+        )
+    kept = st.run_overrides(st.Run("long", 1.0, 0), base.SOLVER, run_dir, True)
+    assert "TRAIN.EVAL_PERIOD" not in kept and "TRAIN.CHECKPOINT_PERIOD" not in kept
+
+
+def test_parse_lists_and_plan_order():
+    assert st.parse_arms("long_short, baseline,long_short") == [
+        "long_short",
+        "baseline",
+    ]
+    assert st.parse_budgets("0.5,1,2,1.0") == [0.5, 1.0, 2.0]
+    assert st.parse_seeds("0,1") == [0, 1]
+    for parse, text, match in [
+        (st.parse_arms, "baseline,fast", "unknown arm 'fast'"),
+        (st.parse_budgets, "1,x", "'x' is not a number"),
+        (st.parse_budgets, "0", "must be a number > 0"),
+        (st.parse_seeds, "0,a", "--seeds"),
+        (st.parse_arms, ",", "empty"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            parse(text)
+    runs = st.plan_runs(["baseline", "long"], [1.0, 2.0], [0, 1])
+    assert [r.name for r in runs[:3]] == [
+        "baseline_b1_s0",
+        "long_b1_s0",
+        "baseline_b2_s0",
+    ]
+    assert len(runs) == 8 and runs[-1].name == "long_b2_s1"
+
+
+def _line(**stats):
+    return json.dumps(stats) + "\n"
+
+
+def test_parse_stats_from_a_synthetic_log():
+    lines = [
+        _line(_type="train_iter", epoch="1/2", shape="16x2x45", time_data=9.0),
+        _line(_type="train_epoch", epoch="1/2", time_epoch=4.0, time_data=1.0,
+              shapes={"16x2x45": {"iters": 2, "clips": 32, "time": 2.0},
+                      "4x8x64": {"iters": 1, "clips": 4, "time": 1.0}}),
+        _line(_type="val_epoch", epoch="1/2", top1_err=50.0, top5_err=10.0),
+        "\n",
+        _line(_type="train_epoch", epoch="2/2", time_epoch=6.0, time_data=0.0,
+              shapes={"16x2x45": {"iters": 3, "clips": 48, "time": 2.0}}),
+        _line(_type="val_epoch", epoch="2/2", top1_err=20.0, top5_err=5.0),
+        _line(_type="test_final", top1_err=25.0, top5_err=2.5, num_videos=5),
+    ]  # fmt: skip
+    result = st.parse_stats(lines)
+    assert result["epochs"] == 2 and result["iterations"] == 6
+    assert result["epoch_time_s"] == 10.0 and result["data_wait_share"] == 0.1
+    assert result["clips_per_s"] == {"16x2x45": 20.0, "4x8x64": 4.0}
+    assert (result["val_top1"], result["val_top5"]) == (80.0, 95.0)
+    assert (result["test_top1"], result["test_top5"]) == (75.0, 97.5)
+    assert result["test_map"] is None and result["val_map"] is None
+    charades = st.parse_stats([_line(_type="test_final", map=0.25)])
+    assert charades["test_map"] == 25.0 and charades["test_top1"] is None
+    assert charades["epochs"] == 0 and charades["iterations"] is None
+
+
+def _result(arm, budget, seed, train_s, top1, iterations=100):
+    return {
+        "arm": arm, "budget": budget, "seed": seed, "epochs": 4,
+        "iterations": iterations, "train_s": train_s, "test_s": 1.0,
+        "data_wait_share": 0.1, "test_top1": top1, "test_top5": 99.0,
+        "test_map": None, "clips_per_s": {"2x8x64": 10.0}, "run_dir": "x",
+    }  # fmt: skip
+
+
+def test_aggregate_table_csv_and_eta():
+    results = [
+        _result("baseline", 1.0, 0, 100.0, 80.0),
+        _result("baseline", 1.0, 1, 120.0, 90.0),
+        _result("long_short", 1.0, 0, 50.0, 70.0, iterations=25),
+        _result("long_short", 2.0, 0, 100.0, 85.0, iterations=50),
+    ]
+    rows = st.aggregate(results, st.metric_key(False))
+    assert [(r["arm"], r["budget"], r["n"]) for r in rows] == [
+        ("baseline", 1.0, 2), ("long_short", 1.0, 1), ("long_short", 2.0, 1),
+    ]  # fmt: skip
+    assert rows[0]["train_s"] == (110.0, 100.0, 120.0)
+    assert rows[0]["metric"] == (85.0, 80.0, 90.0)
+    assert rows[0]["speedup_time"] == 1.0
+    assert rows[1]["speedup_time"] == 2.2 and rows[1]["speedup_iters"] == 4.0
+    table = st.format_table(rows).splitlines()
+    assert table[0].startswith("| arm | budget | n | epochs | iterations |")
+    assert table[2] == (
+        "| baseline | 1x | 2 | 4 | 100 | 110.0 (100.0-120.0) | 1.00x | 1.00x "
+        "| 10.0 | 85.0 (80.0-90.0) | 99.0 |"
+    )
+    assert table[3].startswith("| long_short | 1x | 1 | 4 | 25 | 50.0 | 2.20x | 4.00x")
+    no_ref = st.aggregate(results[2:], "test_top1")
+    assert no_ref[0]["speedup_time"] is None
+    assert "| - | - |" in st.format_table(no_ref)
+    rows_csv = list(csv.DictReader(st.format_csv(results).splitlines()))
+    assert len(rows_csv) == 4 and rows_csv[2]["arm"] == "long_short"
+    assert json.loads(rows_csv[0]["clips_per_s"]) == {"2x8x64": 10.0}
+
+    assert st.estimate_eta([], [("baseline", 1.0)]) is None
+    done = [("baseline", 1.0, 100.0), ("long_short", 2.0, 100.0)]
+    # baseline: 100 s per budget unit; long_short 50; unseen arms: 200/3.
+    eta = st.estimate_eta(done, [("baseline", 0.5), ("long_short", 1.0), ("long", 3.0)])
+    assert eta == pytest.approx(50 + 50 + 200)
+
+
+# ----------------------------------------------------------------------- CLI
+def test_command_line_errors_exit_2_with_one_line(tmp_path, capsys):
+    study = _study_module()
+    cases = [
+        (["--cfg", str(tmp_path / "missing.yaml")], "config file not found"),
+        (["--cfg", DEMO_MULTIGRID, "--arms", "baseline,fast"], "unknown arm"),
+        (["--cfg", DEMO_MULTIGRID, "--budgets", "-1"], "must be a number > 0"),
+        (["--cfg", DEMO_MULTIGRID, "SOLVER.MAX_EPOCHS", "4"], "unknown config key"),
+    ]
+    for argv, match in cases:
+        assert study.main(argv + ["--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and match in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_dry_run_prints_commands_and_runs_nothing(tmp_path, capsys):
+    study = _study_module()
+    argv = ["--cfg", DEMO_MULTIGRID, "--arms", "baseline,long_short"]
+    argv += ["--budgets", "0.5", "--out", str(tmp_path), "--dry-run", "RNG_SEED", "5"]
+    assert study.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "[1/2] baseline_b0.5_s0: 20 epochs" in out
+    assert "[2/2] long_short_b0.5_s0: 30 epochs" in out
+    assert "TEST.CHECKPOINT_FILE_PATH" in out and "checkpoint_epoch_00030.pyth" in out
+    assert "RNG_SEED 5" in out and "RNG_SEED 0" in out  # the study's seed wins
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- tiny study
+@pytest.fixture(scope="module")
+def tiny_kinetics(tmp_path_factory):
+    """Tiny Kinetics demo data with a 32-clip train list (fits multigrid's
+    largest batch, 32 clips at TRAIN.BATCH_SIZE 2, in one epoch)."""
+    root = tmp_path_factory.mktemp("study_data")
+    make_demo_data(str(root), "tiny", ["kinetics"])
+    lists = root / "lists"
+    lists.mkdir()
+    for split in ("train", "val", "test"):
+        lines = (root / "kinetics" / f"{split}.csv").read_text().splitlines()
+        (lists / f"{split}.csv").write_text(
+            "\n".join((lines * 4)[:32] if split == "train" else lines) + "\n"
+        )
+    return root
+
+
+def test_tiny_study_end_to_end_and_rerun_skips(
+    tiny_kinetics, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    study = _study_module()
+    out = tmp_path / "study"
+    argv = [
+        "--cfg", DEMO_MULTIGRID, "--arms", "baseline,long_short",
+        "--budgets", "1,1.5", "--out", str(out),
+        "DATA.PATH_TO_DATA_DIR", str(tiny_kinetics / "lists"),
+        "DATA.PATH_PREFIX", str(tiny_kinetics / "kinetics"),
+        "DATA_LOADER.NUM_WORKERS", "0", "LOG_MODEL_INFO", "False",
+        "TRAIN.BATCH_SIZE", "2", "SOLVER.MAX_EPOCH", "2", "SOLVER.STEPS", "[0, 1]",
+        "SOLVER.LRS", "[1, 0.1]", "SOLVER.WARMUP_EPOCHS", "0.5",
+        "BN.USE_PRECISE_STATS", "False", "TEST.BATCH_SIZE", "5",
+        "TEST.NUM_ENSEMBLE_VIEWS", "1", "TEST.NUM_SPATIAL_CROPS", "1",
+    ]  # fmt: skip
+    stale = out / "runs" / "long_short_b1_s0"
+    stale.mkdir(parents=True)
+    (stale / "note.txt").write_text("an interrupted run")
+
+    assert study.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "[1/4] baseline budget 1.0 seed 0 ... (study ETA unknown)" in text
+    assert "[4/4] long_short budget 1.5 seed 0 ... (study ETA " in text
+    moved = [p for p in (out / "runs").iterdir() if ".stale-" in p.name]
+    assert len(moved) == 1 and (moved[0] / "note.txt").exists()
+
+    with open(out / "runs.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["arm"], float(r["budget"])) for r in rows] == [
+        ("baseline", 1.0), ("long_short", 1.0), ("baseline", 1.5), ("long_short", 1.5),
+    ]  # fmt: skip
+    for row in rows:
+        assert row["epochs"] == row["epochs_planned"]
+        assert row["iterations"] == row["iterations_planned"]
+        assert float(row["train_s"]) > 0 and float(row["test_s"]) > 0
+        assert 0 <= float(row["test_top1"]) <= 100
+        assert json.loads(row["clips_per_s"])
+    epochs = {(r["arm"], float(r["budget"])): int(r["epochs"]) for r in rows}
+    assert epochs == {
+        ("baseline", 1.0): 2, ("long_short", 1.0): 3,
+        ("baseline", 1.5): 3, ("long_short", 1.5): 4,
+    }  # fmt: skip
+    assert len(json.loads((out / "runs.json").read_text())) == 4
+    table = (out / "table.md").read_text().splitlines()
+    assert [line.split(" | ")[0:2] for line in table[2:6]] == [
+        ["| baseline", "1x"], ["| baseline", "1.5x"],
+        ["| long_short", "1x"], ["| long_short", "1.5x"],
+    ]  # fmt: skip
+    assert (out / "plot.png").read_bytes()[:4] == b"\x89PNG"
+    ckpts = sorted((out / "runs").glob("*_s0/checkpoints/*.pyth"))
+    assert len(ckpts) == 4  # the last epoch only
+    mtimes = [p.stat().st_mtime_ns for p in ckpts]
+
+    assert study.main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.count("finished before, skipped") == 4 and "ETA" not in text
+    assert [p.stat().st_mtime_ns for p in ckpts] == mtimes
+    assert (out / "table.md").read_text().splitlines() == table
