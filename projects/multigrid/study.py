@@ -122,21 +122,21 @@ def parse_args(argv: Optional[list] = None) -> tuple:
         tuple: the study's options, run_net.py's parsed arguments.
     """
     parser = argparse.ArgumentParser(
-        prog="study.py",
+        usage="%(prog)s --cfg FILE [options] [KEY VALUE ...]",
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="KEY VALUE overrides (and --init_method) are passed to every run.",
+        epilog="Trailing KEY VALUE config overrides (and --init_method) are "
+        "passed to every run; see projects/multigrid/README.md.",
         allow_abbrev=False,
     )
-    parser.add_argument("--cfg", action="append", default=[], metavar="FILE")
-    parser.add_argument("--arms", default=",".join(st.ARMS), help="%(default)s")
-    parser.add_argument("--budgets", default="0.5,1,2", help="%(default)s")
-    parser.add_argument("--seeds", default="0", help="%(default)s")
-    parser.add_argument("--out", default="", help="study folder")
-    parser.add_argument("--dry-run", action="store_true", help="print the runs")
-    parser.add_argument(
-        "--keep-periods", action="store_true", help="keep the config's EVAL/CKPT"
-    )
+    add = parser.add_argument
+    add("--cfg", action="append", default=[], metavar="FILE", help="config file")
+    add("--arms", default=",".join(st.ARMS), help="comma-separated (%(default)s)")
+    add("--budgets", default="0.5,1,2", help="x SOLVER.MAX_EPOCH (%(default)s)")
+    add("--seeds", default="0", help="RNG_SEED values (%(default)s)")
+    add("--out", default="", help="study folder (default: OUTPUT_DIR_study)")
+    add("--dry-run", action="store_true", help="print the runs and commands")
+    add("--keep-periods", action="store_true", help="keep TRAIN.*_PERIOD")
     args, rest = parser.parse_known_args(argv)
     cfg_args = [token for path in args.cfg for token in ("--cfg", path)]
     return args, parse_run_args(cfg_args + rest)
