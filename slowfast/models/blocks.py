@@ -6,6 +6,7 @@ from typing import List, Optional, Sequence
 import torch
 from torch import nn
 
+from slowfast.models.conv import TimeTrimmedConv3d
 from slowfast.models.nonlocal_block import Nonlocal
 from slowfast.models.norm import NormFactory
 
@@ -73,7 +74,7 @@ class BottleneckTransform(nn.Module):
     ) -> None:
         super().__init__()
         str1x1, str3x3 = (stride, 1) if opts.stride_1x1 else (1, stride)
-        self.a = nn.Conv3d(
+        self.a = TimeTrimmedConv3d(
             dim_in,
             dim_inner,
             kernel_size=(temp_kernel, 1, 1),
@@ -120,7 +121,7 @@ class BasicTransform(nn.Module):
     ) -> None:
         super().__init__()
         del dim_inner  # The basic block has no bottleneck.
-        self.a = nn.Conv3d(
+        self.a = TimeTrimmedConv3d(
             dim_in,
             dim_out,
             kernel_size=(temp_kernel, 3, 3),

@@ -5,6 +5,7 @@ from typing import List, Sequence
 import torch
 from torch import nn
 
+from slowfast.models.conv import TimeTrimmedConv3d
 from slowfast.models.norm import NormFactory
 
 
@@ -28,7 +29,7 @@ class ResNetBasicStem(nn.Module):
         inplace_relu: bool = True,
     ) -> None:
         super().__init__()
-        self.conv = nn.Conv3d(
+        self.conv = TimeTrimmedConv3d(
             dim_in,
             dim_out,
             kernel_size=(temp_kernel, 7, 7),

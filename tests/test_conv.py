@@ -1,0 +1,54 @@
+"""TimeTrimmedConv3d: same outputs and gradients as nn.Conv3d, fewer taps."""
+
+import pytest
+import torch
+from torch import nn
+
+from slowfast.models.conv import TimeTrimmedConv3d, useful_temporal_taps
+
+
+@pytest.mark.parametrize("kernel", [1, 3, 5])
+@pytest.mark.parametrize("frames", [1, 2, 3, 8])
+def test_same_outputs_and_gradients_as_conv3d(kernel, frames):
+    torch.manual_seed(0)
+    args = dict(kernel_size=(kernel, 3, 3), stride=(1, 2, 2), bias=True)
+    args["padding"] = (kernel // 2, 1, 1)
+    ref = nn.Conv3d(3, 4, **args)
+    conv = TimeTrimmedConv3d(3, 4, **args)
+    conv.load_state_dict(ref.state_dict())
+    assert list(conv.state_dict()) == list(ref.state_dict())
+    x = torch.randn(2, 3, frames, 9, 9)
+    x_ref, x_conv = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y_ref, y_conv = ref(x_ref), conv(x_conv)
+    torch.testing.assert_close(y_conv, y_ref)
+    grad = torch.randn_like(y_ref)
+    (y_ref * grad).sum().backward()
+    (y_conv * grad).sum().backward()
+    torch.testing.assert_close(x_conv.grad, x_ref.grad)
+    torch.testing.assert_close(conv.weight.grad, ref.weight.grad)
+    torch.testing.assert_close(conv.bias.grad, ref.bias.grad)
+    taps = useful_temporal_taps(kernel, frames)
+    first = (kernel - taps) // 2
+    outer = torch.ones(kernel, dtype=torch.bool)
+    outer[first : first + taps] = False
+    assert (conv.weight.grad[:, :, outer] == 0).all()
+
+
+def test_taps_that_can_see_a_frame():
+    assert useful_temporal_taps(5, 2) == 3
+    assert useful_temporal_taps(3, 1) == 1
+    assert useful_temporal_taps(5, 4) == 5
+
+
+def test_fvcore_counts_the_convolution_as_defined():
+    # fvcore traces the model: the trace applies the full kernel.
+    from fvcore.nn import FlopCountAnalysis
+
+    args = dict(kernel_size=(5, 3, 3), padding=(2, 1, 1), bias=False)
+    x = torch.randn(1, 3, 2, 5, 5)
+    counts = []
+    for conv in (nn.Conv3d(3, 4, **args), TimeTrimmedConv3d(3, 4, **args)):
+        counter = FlopCountAnalysis(conv, (x,))
+        counter.unsupported_ops_warnings(False)
+        counts.append(counter.total())
+    assert counts[0] == counts[1] == 4 * 3 * 5 * 3 * 3 * 2 * 5 * 5
