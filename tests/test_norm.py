@@ -141,6 +141,34 @@ def test_channels_last_input_keeps_format_and_values():
     torch.testing.assert_close(y_cl, y)
 
 
+@pytest.mark.parametrize("splits", [2, 4, 8])
+def test_native_split_path_matches_the_generic_one(splits):
+    # A contiguous float input takes the fused batch-norm path, a
+    # channels-last one the generic var_mean path: same math.
+    native, _ = _pair(momentum=0.3)
+    generic = copy.deepcopy(native)
+    for layer in (native, generic):
+        layer.num_splits = splits
+    x = _input(8)
+    x[1::2] += 3.0
+    x_n = x.clone().requires_grad_()
+    x_g = x.clone().contiguous(memory_format=torch.channels_last_3d)
+    x_g.requires_grad_()
+    assert native._native_split_ok(x_n) and not generic._native_split_ok(x_g)
+    grad = torch.randn_like(x)
+    for _ in range(2):
+        y_n, y_g = native(x_n), generic(x_g)
+        torch.testing.assert_close(y_n, y_g)
+    (y_n * grad).sum().backward()
+    (y_g * grad).sum().backward()
+    torch.testing.assert_close(x_n.grad, x_g.grad)
+    torch.testing.assert_close(native.weight.grad, generic.weight.grad)
+    torch.testing.assert_close(native.bias.grad, generic.bias.grad)
+    torch.testing.assert_close(native.running_mean, generic.running_mean)
+    torch.testing.assert_close(native.running_var, generic.running_var)
+    assert int(native.num_batches_tracked) == 2
+
+
 def _tiny_cfg(*opts):
     return load_config(
         opts=[
