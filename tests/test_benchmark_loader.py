@@ -56,7 +56,16 @@ def test_benchmark_runs_on_tiny_data(tiny_kinetics, tmp_path):
     assert "Loader (1 warm-up + 2 timed batches" in result.stdout
     data = json.load(open(out))
     assert [s["batch"] for s in data["shapes"]] == [8, 4, 2, 1, 4, 2]
-    assert len(data["model"]) == 6 and all(row[-1] > 0 for row in data["model"])
+    assert len(data["model"]) == 6
+    for row, shape in zip(data["model"], data["shapes"]):
+        fmt, kind, _, _, batch, splits, ms, spread, clips, gflop, rate, eff = row
+        assert fmt == "default" and kind == shape["kind"] and batch == shape["batch"]
+        assert splits == shape["bn_splits"] and spread >= 0
+        assert clips == pytest.approx(batch / ms * 1000)
+        assert 0 < gflop < 1 and rate == pytest.approx(3 * clips * gflop)
+        assert eff > 0
+    assert data["model"][3][-1] == pytest.approx(100)  # the base shape
+    assert "GFLOP/s" in result.stdout and "efficiency %" in result.stdout
     assert len(data["stages"]) == 12 and len(data["loader"]) == 12
     for row in data["loader"]:
         cache, workers, _, _, _, batch, ms, clips, overall, fed, wait = row
@@ -69,9 +78,37 @@ def test_benchmark_runs_on_tiny_data(tiny_kinetics, tmp_path):
     assert sum(decode_on) < sum(decode_off) / 3
 
 
+def test_model_only_needs_no_data_and_compares_memory_formats(tmp_path):
+    out = str(tmp_path / "model.json")
+    command = [
+        sys.executable, TOOL, "--cfg", CFG, "DATA.PATH_TO_DATA_DIR", "/nonexistent",
+        "TRAIN.BATCH_SIZE", "1", "--iters", "1", "--warmup", "0", "--model-only",
+        "--memory-format", "contiguous,channels_last_3d", "--json", out,
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Loader" not in result.stdout
+    rows = json.load(open(out))["model"]
+    assert [row[0] for row in rows] == ["contiguous"] * 6 + ["channels_last_3d"] * 6
+    # FLOPs per clip do not depend on the memory format; the 8x shape has
+    # 6.3x fewer (not 8x: the crop sizes round differently through the net).
+    assert [row[9] for row in rows[:6]] == [row[9] for row in rows[6:]]
+    assert rows[3][9] / rows[0][9] == pytest.approx(6.33, abs=0.01)
+
+
+def test_multigrid_shapes_carry_the_bn_splits_of_a_multigrid_run():
+    tool = _load_tool()
+    cfg = load_config([CFG])  # B = 16, MULTIGRID.BN_BASE_SIZE = 8
+    assert [s.bn_splits for s in tool.multigrid_shapes(cfg)] == [16, 8, 4, 2, 2, 2]
+
+
 def test_bad_cache_setting_is_rejected():
     tool = _load_tool()
     with pytest.raises(SystemExit):
         tool.parse_args(["--cfg", CFG, "--cache", "maybe"])
+    with pytest.raises(SystemExit):
+        tool.parse_args(["--cfg", CFG, "--memory-format", "nhwc"])
     args = tool.parse_args(["--cfg", CFG, "TRAIN.BATCH_SIZE", "4", "--workers", "0,2"])
     assert args.opts == ["TRAIN.BATCH_SIZE", "4"] and args.workers == [0, 2]

@@ -9,11 +9,17 @@ own loader (``construct_loader`` with a per-shape ``shape_fn``) is timed after
 warm-up batches; the tables give medians over the timed batches. With 0
 workers a sample of items is also timed in-process, split into decode and
 transform. ``--model`` adds the model's forward+backward+SGD throughput per
-shape, alone and fed by the loader (loader workers and model share the CPU).
+shape, alone and fed by the loader (loader workers and model share the CPU);
+alone, with its FLOP rate and efficiency relative to the base shape (see
+``slowfast/utils/benchmark.py``). ``--model-only`` times the model alone, on
+synthetic batches: no data needed.
 
 Example:
     python tools/benchmark_loader.py --cfg configs/Demo/Kinetics_I3D_tiny_bench.yaml \
         --workers 0,1,2 --iters 10 --warmup 3 --cache off,on --model
+    python tools/benchmark_loader.py --model-only \
+        --cfg configs/Demo/Kinetics_I3D_tiny_multigrid.yaml \
+        --memory-format contiguous,channels_last_3d
 """
 
 import argparse
@@ -23,47 +29,22 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from dataclasses import asdict
+from typing import Dict, List, Optional
 
 import torch
 
 from slowfast.config import load_config
 from slowfast.datasets import SamplingGrid, construct_loader, loader_set_epoch
-from slowfast.engine.losses import get_loss_func
-from slowfast.models import build_model
-from slowfast.multigrid.shapes import batch_factor, long_cycle_shapes, short_cycle_crops
+from slowfast.utils.benchmark import (
+    MEMORY_FORMATS,
+    MODEL_HEADERS,
+    Shape,
+    TrainStep,
+    model_rows,
+    multigrid_shapes,
+)
 from slowfast.utils.table import format_table
-
-
-@dataclass(frozen=True)
-class Shape:
-    """A mini-batch shape: kind ("long k/n" or "short k"), frames per clip (fast
-    pathway for SlowFast), spatial crop and clips per batch."""
-
-    kind: str
-    frames: int
-    crop: int
-    batch: int
-
-
-def multigrid_shapes(cfg) -> List[Shape]:
-    """The long-cycle shapes (config order), then the short-cycle crops at the
-    base shape; batches follow eq. 1 of the multigrid paper, rounded to an
-    integer factor of TRAIN.BATCH_SIZE as the multigrid schedule does."""
-    base_t, base_s = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
-    batch = cfg.TRAIN.BATCH_SIZE
-    mg = cfg.MULTIGRID
-    long = long_cycle_shapes(base_t, base_s, mg.LONG_CYCLE_FACTORS)
-    shapes = []
-    for i, (t, s) in enumerate(long):
-        factor = batch_factor(t, s, base_t, base_s)
-        shapes.append(Shape(f"long {i + 1}/{len(long)}", t, s, batch * factor))
-    crops = short_cycle_crops(mg.SHORT_CYCLE_FACTORS, "absolute", base_s, base_s)
-    for i, s in enumerate(crops):
-        factor = batch_factor(base_t, s, base_t, base_s)
-        shapes.append(Shape(f"short {i + 1}", base_t, s, batch * factor))
-    return shapes
 
 
 class ShapeSwitch:
@@ -175,49 +156,6 @@ def prefill_cache(dataset, seed: int) -> float:
     return time.perf_counter() - start
 
 
-def make_step(cfg) -> Callable:
-    """A training step of the config's model: forward, loss, backward, SGD."""
-    model = build_model(cfg).train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
-
-    def step(inputs: Sequence[torch.Tensor], labels: torch.Tensor) -> None:
-        loss = loss_fn(model(list(inputs)), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-    return step
-
-
-def synthetic_batch(cfg, shape: Shape):
-    """Random inputs and labels of a shape, packed like the loader's."""
-    size = (shape.batch, 3, shape.frames, shape.crop, shape.crop)
-    fast = torch.randn(size)
-    if cfg.MODEL.ARCH in cfg.MODEL.MULTI_PATHWAY_ARCH:
-        slow_t = max(1, shape.frames // cfg.SLOWFAST.ALPHA)
-        inputs = [torch.randn(size[:2] + (slow_t,) + size[3:]), fast]
-    else:
-        inputs = [fast]
-    if cfg.DATA.MULTI_LABEL:
-        labels = (torch.rand(shape.batch, cfg.MODEL.NUM_CLASSES) < 0.2).float()
-    else:
-        labels = torch.randint(cfg.MODEL.NUM_CLASSES, (shape.batch,))
-    return inputs, labels
-
-
-def time_model(cfg, step, shape: Shape, warmup: int, iters: int) -> float:
-    """Median seconds per training step on synthetic batches of ``shape``."""
-    inputs, labels = synthetic_batch(cfg, shape)
-    times = []
-    for k in range(warmup + iters):
-        start = time.perf_counter()
-        step(inputs, labels)
-        if k >= warmup:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def time_loader(batches: Batches, shape: Shape, warmup: int, iters: int, step=None):
     """Times batches of one shape, optionally each followed by a model step.
 
@@ -227,6 +165,8 @@ def time_loader(batches: Batches, shape: Shape, warmup: int, iters: int, step=No
         step the share of time spent waiting for data.
     """
     batches.restart()
+    if step is not None:
+        step.set_shape(shape)
     intervals, waits = [], []
     last = time.perf_counter()
     for k in range(warmup + iters):
@@ -277,6 +217,17 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument("--model", action="store_true", help="time the model too")
     parser.add_argument(
+        "--model-only",
+        action="store_true",
+        help="time the model alone on synthetic batches (no data needed)",
+    )
+    parser.add_argument(
+        "--memory-format",
+        type=lambda text: [f.strip() for f in text.split(",") if f.strip()],
+        default=["default"],
+        help="model memory formats, compared round-robin: " + ", ".join(MEMORY_FORMATS),
+    )
+    parser.add_argument(
         "--threads", type=int, default=0, help="model threads (0: torch's)"
     )
     parser.add_argument("--json", default="", help="also write the results here")
@@ -286,17 +237,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         parser.error(f"--cache {args.cache}: use off, on or off,on")
     if args.iters < 1 or args.warmup < 0 or not args.workers:
         parser.error("--iters must be >= 1, --warmup >= 0, --workers non-empty")
+    bad = [f for f in args.memory_format if f not in MEMORY_FORMATS]
+    if bad or not args.memory_format:
+        parser.error(f"--memory-format {bad}: use {', '.join(MEMORY_FORMATS)}")
+    args.model = args.model or args.model_only
     return args
-
-
-def model_rows(cfg, step, shapes, warmup: int, iters: int) -> list:
-    """Model-alone rows: shape, ms per step, clips/s."""
-    rows = []
-    for shape in shapes:
-        seconds = time_model(cfg, step, shape, warmup, iters)
-        row = [shape.kind, shape.frames, shape.crop, shape.batch]
-        rows.append(row + [1000 * seconds, shape.batch / seconds])
-    return rows
 
 
 def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
@@ -344,6 +289,11 @@ LOADER_HEADERS = ["cache", "workers", "shape", "t", "crop", "batch", "ms/batch"]
 LOADER_HEADERS += ["clips/s", "clips/s all"]
 
 
+def _model_cells(row: list) -> list:
+    """A model row for printing (GFLOP/clip with 3 significant digits)."""
+    return row[:9] + [f"{row[9]:.3g}"] + row[10:]
+
+
 def run(args: argparse.Namespace) -> Dict[str, list]:
     """Runs every measurement and prints the tables; returns the raw results."""
     if args.threads > 0:
@@ -352,17 +302,21 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
     base = load_config([args.cfg], args.opts)
     shapes = multigrid_shapes(base)
     results: Dict[str, list] = {"shapes": [asdict(s) for s in shapes]}
-    step = make_step(base) if args.model else None
-    if step is not None:
-        results["model"] = model_rows(base, step, shapes, args.warmup, args.iters)
+    if args.model:
+        results["model"] = model_rows(
+            base, shapes, args.warmup, args.iters, args.memory_format
+        )
         print(
             f"\nModel alone ({base.MODEL.ARCH}, synthetic batches, forward + "
-            f"backward + SGD, {torch.get_num_threads()} threads):"
+            f"backward + SGD, {torch.get_num_threads()} threads, shapes "
+            f"round-robin, median of {args.iters} steps after {args.warmup}; "
+            "GFLOP/clip: fvcore forward; GFLOP/s: 3 x forward; efficiency: "
+            "FLOP rate relative to the base shape's):"
         )
-        headers = ["shape", "t", "crop", "batch", "ms/step", "clips/s"]
-        print(format_table(headers, results["model"]))
+        print(format_table(MODEL_HEADERS, [_model_cells(r) for r in results["model"]]))
+    step = TrainStep(base) if args.model and not args.model_only else None
     results["stages"], results["loader"] = [], []
-    for cache in args.cache:
+    for cache in [] if args.model_only else args.cache:
         for workers in args.workers:
             stages, rows = measure_setting(args, cache, workers, shapes, step)
             results["stages"] += stages
@@ -373,15 +327,16 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
             f"{args.stage_items} items):"
         )
         print(format_table(STAGE_HEADERS, results["stages"]))
-    headers = LOADER_HEADERS + (["fed clips/s", "data wait %"] if step else [])
-    print(
-        f"\nLoader ({args.warmup} warm-up + {args.iters} timed batches per row; "
-        "medians; 'all' includes epoch starts; loading alone with 1 thread in "
-        "this process"
-        + (", 'fed': the model trains on the loader's batches" if step else "")
-        + "):"
-    )
-    print(format_table(headers, results["loader"]))
+    if not args.model_only:
+        headers = LOADER_HEADERS + (["fed clips/s", "data wait %"] if step else [])
+        print(
+            f"\nLoader ({args.warmup} warm-up + {args.iters} timed batches per row; "
+            "medians; 'all' includes epoch starts; loading alone with 1 thread in "
+            "this process"
+            + (", 'fed': the model trains on the loader's batches" if step else "")
+            + "):"
+        )
+        print(format_table(headers, results["loader"]))
     results["load_average"] = [load_before, os.getloadavg()[0]]
     print(
         f"\n1-minute load average before / after: {load_before:.2f} / "

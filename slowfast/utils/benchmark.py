@@ -1,0 +1,195 @@
+"""Training-step throughput of a model at the multigrid mini-batch shapes.
+
+Used by ``tools/benchmark_loader.py``. The shapes are the long-cycle shapes
+and the short-cycle crops at the config's shape, with the multigrid batch and
+BN split count; a step is forward, loss, backward and an SGD update on a
+synthetic batch, with sub-batch BN as a multigrid run has it. Shapes (and
+memory formats, when several are compared) are timed round-robin, one step
+each per round, so that a change in the machine's load hits them alike.
+
+Efficiency compares a shape's FLOP rate with the base shape's: with ``F`` the
+fvcore forward FLOPs of one clip and ``c`` clips/s, ``(c / c_base) / (F_base
+/ F)``, i.e. the throughput reached relative to the one the FLOPs promise.
+"""
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Sequence
+
+import torch
+from fvcore.common.config import CfgNode
+
+from slowfast.engine.bn_grouping import convert_to_sub_bn
+from slowfast.engine.losses import get_loss_func
+from slowfast.models import build_model
+from slowfast.models.norm import set_bn_splits
+from slowfast.multigrid.shapes import (
+    batch_factor,
+    bn_layout,
+    long_cycle_shapes,
+    short_cycle_crops,
+)
+from slowfast.utils.model_stats import gflops
+
+# Memory formats for ``model_rows``: "default" is what build_model picks.
+MEMORY_FORMATS = ("default", "contiguous", "channels_last_3d")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A mini-batch shape: kind ("long k/n" or "short k"), frames per clip (fast
+    pathway for SlowFast), spatial crop, clips per batch and BN splits (groups
+    of about MULTIGRID.BN_BASE_SIZE clips with their own statistics)."""
+
+    kind: str
+    frames: int
+    crop: int
+    batch: int
+    bn_splits: int = 1
+
+
+def multigrid_shapes(cfg: CfgNode) -> List[Shape]:
+    """The long-cycle shapes (config order), then the short-cycle crops at the
+    base shape; batches follow eq. 1 of the multigrid paper, rounded to an
+    integer factor of TRAIN.BATCH_SIZE as the multigrid schedule does. BN
+    splits are those of one training process (set per long-cycle shape)."""
+    base_t, base_s = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
+    batch = cfg.TRAIN.BATCH_SIZE
+    mg = cfg.MULTIGRID
+
+    def splits(long_batch: int) -> int:
+        return bn_layout(long_batch, 1, mg.BN_BASE_SIZE)[0]
+
+    long = long_cycle_shapes(base_t, base_s, mg.LONG_CYCLE_FACTORS)
+    shapes = []
+    for i, (t, s) in enumerate(long):
+        size = batch * batch_factor(t, s, base_t, base_s)
+        shapes.append(Shape(f"long {i + 1}/{len(long)}", t, s, size, splits(size)))
+    crops = short_cycle_crops(mg.SHORT_CYCLE_FACTORS, "absolute", base_s, base_s)
+    for i, s in enumerate(crops):
+        size = batch * batch_factor(base_t, s, base_t, base_s)
+        shapes.append(Shape(f"short {i + 1}", base_t, s, size, splits(batch)))
+    return shapes
+
+
+def base_shape_index(cfg: CfgNode, shapes: Sequence[Shape]) -> int:
+    """Index of the shape at the config's NUM_FRAMES and TRAIN_CROP_SIZE."""
+    for i, shape in enumerate(shapes):
+        key = (shape.frames, shape.crop, shape.kind.startswith("long"))
+        if key == (cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE, True):
+            return i
+    raise ValueError("no shape at the config's NUM_FRAMES and TRAIN_CROP_SIZE")
+
+
+class TrainStep:
+    """Forward, loss, backward and SGD update of the config's model.
+
+    The model is built by ``build_model`` (its memory format included) with
+    sub-batch BN layers, as the trainer builds it for a multigrid run.
+
+    Args:
+        cfg: the run's config.
+    """
+
+    def __init__(self, cfg: CfgNode) -> None:
+        self.model = convert_to_sub_bn(build_model(cfg).train())
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3, momentum=0.9)
+        self.loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
+
+    def set_shape(self, shape: Shape) -> None:
+        """Sets the BN splits of ``shape`` for the next steps."""
+        set_bn_splits(self.model, shape.bn_splits)
+
+    def __call__(self, inputs: Sequence[torch.Tensor], labels: torch.Tensor) -> None:
+        loss = self.loss_fn(self.model(list(inputs)), labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+
+def synthetic_batch(cfg: CfgNode, shape: Shape) -> tuple:
+    """Random inputs and labels of a shape, packed like the loader's."""
+    size = (shape.batch, 3, shape.frames, shape.crop, shape.crop)
+    fast = torch.randn(size)
+    if cfg.MODEL.ARCH in cfg.MODEL.MULTI_PATHWAY_ARCH:
+        slow_t = max(1, shape.frames // cfg.SLOWFAST.ALPHA)
+        inputs = [torch.randn(size[:2] + (slow_t,) + size[3:]), fast]
+    else:
+        inputs = [fast]
+    if cfg.DATA.MULTI_LABEL:
+        labels = (torch.rand(shape.batch, cfg.MODEL.NUM_CLASSES) < 0.2).float()
+    else:
+        labels = torch.randint(cfg.MODEL.NUM_CLASSES, (shape.batch,))
+    return inputs, labels
+
+
+def format_cfg(cfg: CfgNode, memory_format: str) -> CfgNode:
+    """The config with MODEL.CHANNELS_LAST_3D set for ``memory_format``."""
+    if memory_format == "default":
+        return cfg
+    cfg = cfg.clone()
+    cfg.defrost()
+    cfg.MODEL.CHANNELS_LAST_3D = memory_format == "channels_last_3d"
+    return cfg
+
+
+def time_steps(
+    cfg: CfgNode,
+    steps: Sequence[TrainStep],
+    shapes: Sequence[Shape],
+    warmup: int,
+    iters: int,
+) -> Dict[tuple, List[float]]:
+    """Times training steps round-robin over shapes and steps.
+
+    Returns:
+        dict: seconds of each timed step by (shape index, step index).
+    """
+    batches = [synthetic_batch(cfg, shape) for shape in shapes]
+    times: Dict[tuple, List[float]] = {}
+    for k in range(warmup + iters):
+        for i, (shape, (inputs, labels)) in enumerate(zip(shapes, batches)):
+            for j, step in enumerate(steps):
+                step.set_shape(shape)
+                start = time.perf_counter()
+                step(inputs, labels)
+                if k >= warmup:
+                    times.setdefault((i, j), []).append(time.perf_counter() - start)
+    return times
+
+
+MODEL_HEADERS = ["format", "shape", "t", "crop", "batch", "bn splits", "ms/step"]
+MODEL_HEADERS += ["spread %", "clips/s", "GFLOP/clip", "GFLOP/s", "efficiency %"]
+
+
+def model_rows(
+    cfg: CfgNode,
+    shapes: Sequence[Shape],
+    warmup: int,
+    iters: int,
+    formats: Sequence[str] = ("default",),
+) -> List[list]:
+    """Model-alone rows, one per memory format and shape (see MODEL_HEADERS).
+
+    ms/step is the median over ``iters`` steps, spread its range (max - min)
+    in percent of it; GFLOP/clip the fvcore forward count of one clip (eval
+    mode, as ``model_stats.gflops``); GFLOP/s counts forward + backward as 3
+    forwards; efficiency is relative to the base shape in the same format.
+    """
+    steps = [TrainStep(format_cfg(cfg, f)) for f in formats]
+    flops = [gflops(steps[0].model, cfg, s.frames, s.crop) for s in shapes]
+    times = time_steps(cfg, steps, shapes, warmup, iters)
+    base = base_shape_index(cfg, shapes)
+    rows = []
+    for j, memory_format in enumerate(formats):
+        base_rate = shapes[base].batch * flops[base] / statistics.median(times[base, j])
+        for i, shape in enumerate(shapes):
+            seconds = statistics.median(times[i, j])
+            spread = 100 * (max(times[i, j]) - min(times[i, j])) / seconds
+            clips = shape.batch / seconds
+            row = [memory_format, shape.kind, shape.frames, shape.crop, shape.batch]
+            row += [shape.bn_splits, 1000 * seconds, spread, clips, flops[i]]
+            row += [3 * clips * flops[i], 100 * clips * flops[i] / base_rate]
+            rows.append(row)
+    return rows
