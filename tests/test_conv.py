@@ -6,18 +6,28 @@ from torch import nn
 
 from slowfast.models.conv import TimeTrimmedConv3d, useful_temporal_taps
 
+VARIANTS = {
+    "strided": dict(stride=(1, 2, 2), padding=(0, 1, 1)),
+    "dilated": dict(dilation=(1, 2, 2), padding=(0, 2, 2)),
+    "grouped": dict(groups=2, padding=(0, 1, 1)),
+    "channels_last": dict(padding=(0, 1, 1)),
+}
 
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("kernel", [1, 3, 5])
 @pytest.mark.parametrize("frames", [1, 2, 3, 8])
-def test_same_outputs_and_gradients_as_conv3d(kernel, frames):
+def test_same_outputs_and_gradients_as_conv3d(kernel, frames, variant):
     torch.manual_seed(0)
-    args = dict(kernel_size=(kernel, 3, 3), stride=(1, 2, 2), bias=True)
-    args["padding"] = (kernel // 2, 1, 1)
-    ref = nn.Conv3d(3, 4, **args)
-    conv = TimeTrimmedConv3d(3, 4, **args)
+    args = dict(VARIANTS[variant], kernel_size=(kernel, 3, 3), bias=True)
+    args["padding"] = (kernel // 2,) + args["padding"][1:]
+    ref = nn.Conv3d(4, 6, **args)
+    conv = TimeTrimmedConv3d(4, 6, **args)
     conv.load_state_dict(ref.state_dict())
     assert list(conv.state_dict()) == list(ref.state_dict())
-    x = torch.randn(2, 3, frames, 9, 9)
+    x = torch.randn(2, 4, frames, 9, 9)
+    if variant == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last_3d)
     x_ref, x_conv = x.clone().requires_grad_(), x.clone().requires_grad_()
     y_ref, y_conv = ref(x_ref), conv(x_conv)
     torch.testing.assert_close(y_conv, y_ref)

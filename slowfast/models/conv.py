@@ -6,18 +6,23 @@ res3..res5 over 1 frame. The outer taps then multiply nothing but the zero
 padding, at every output position. :class:`TimeTrimmedConv3d` drops them:
 with ``T`` input frames, a kernel of ``K`` taps (odd, ``padding K // 2``,
 temporal stride and dilation 1) is applied as its ``min(K, 2T - 1)`` central
-taps with padding ``T - 1``. Outputs are the same up to float rounding (the
-dropped products are exact zeros), and so are the weight gradients (those of
-the dropped taps are zero either way); parameters and state-dict keys are
-those of ``nn.Conv3d``.
+taps with padding ``T - 1``; with 2 frames (and no groups) as one 2D
+convolution over the 2 x C frame channels to 2 x C_out (output frame i, input
+frame s: tap ``K // 2 - i + s``), which skips the remaining padded products
+too. Outputs are the same up to float rounding (the dropped products are
+exact zeros), and so are the gradients (the dropped taps' are zero either
+way); parameters and state-dict keys are those of ``nn.Conv3d``.
 
-Measured on a 2-core CPU (PyTorch 2.13, oneDNN), training step of the tiny
-I3D demo model at 2 frames x 45^2, batch 128: 1.19x faster with 1 thread
-(the stem's weight gradient took 5x longer per FLOP than at 8 frames).
+Measured on a 2-core CPU (PyTorch 2.13, oneDNN), forward + backward at 1
+thread: the stem at 128 x 2 x 45^2, 70 ms as a 3-tap 3D convolution (5 taps:
+97 ms) against 20 ms as a 2D one; res2's 3 x 3 x 3 convolutions at 128 x 2 x
+12^2, 21 and 67 ms against 12 and 32 ms. oneDNN's 3D kernels run 2-3x slower
+per FLOP at 2 frames than at 8; at 4 or 8 frames the 2D form is slower, and
+at 1 frame no faster (so it is used at 2 frames only).
 
 While the model is traced (fvcore's FLOP count), the full kernel is applied,
 so FLOP counts are those of the convolution as defined (padding included, as
-fvcore counts every convolution), independent of this shortcut.
+fvcore counts every convolution), independent of these shortcuts.
 """
 
 import torch
@@ -58,7 +63,8 @@ class TimeTrimmedConv3d(nn.Conv3d):
         if torch.jit.is_tracing():
             return self._conv_forward(x, self.weight, self.bias)
         kernel = self.kernel_size[0]
-        taps = useful_temporal_taps(kernel, x.shape[2])
+        frames = x.shape[2]
+        taps = useful_temporal_taps(kernel, frames)
         if (
             taps == kernel
             or kernel % 2 == 0
@@ -68,9 +74,35 @@ class TimeTrimmedConv3d(nn.Conv3d):
             or self.padding_mode != "zeros"
         ):
             return self._conv_forward(x, self.weight, self.bias)
+        if frames == 2 and self.groups == 1 and x.is_contiguous():
+            return self._two_frame_conv(x)
         first = (kernel - taps) // 2
         weight = self.weight[:, :, first : first + taps]
         padding = (taps // 2, self.padding[1], self.padding[2])
         return nn.functional.conv3d(
             x, weight, self.bias, self.stride, padding, self.dilation, self.groups
         )
+
+    def _two_frame_conv(self, x: torch.Tensor) -> torch.Tensor:
+        """The convolution of a 2-frame clip as one 2D convolution.
+
+        Channels (c, s) of the input (a view of [N, C, 2, H, W]) map to
+        channels (o, i) of the output (a view as [N, C_out, 2, H', W']) with
+        the weight of tap ``K // 2 - i + s``.
+        """
+        center = self.kernel_size[0] // 2
+        out_frames = [
+            self.weight[:, :, center : center + 2],  # output frame 0
+            self.weight[:, :, center - 1 : center + 1],  # output frame 1
+        ]
+        weight = torch.stack(out_frames, dim=1).flatten(2, 3).flatten(0, 1)
+        bias = None if self.bias is None else self.bias.repeat_interleave(2)
+        out = nn.functional.conv2d(
+            x.flatten(1, 2),
+            weight,
+            bias,
+            self.stride[1:],
+            self.padding[1:],
+            self.dilation[1:],
+        )
+        return out.unflatten(1, (-1, 2))
