@@ -137,8 +137,12 @@ def test_channels_last_matches_default_format(norm):
     ref = build_model(cfg)
     cl = build_model(tiny_cfg("slowfast_nl", *opts, "MODEL.CHANNELS_LAST_3D", "True"))
     cl.load_state_dict(ref.state_dict())
+    cl.to(torch.device("cpu"))  # as the trainer moves it: the format stays
     weight = cl.s2.pathway0_res0.branch2.a.weight
     assert weight.is_contiguous(memory_format=torch.channels_last_3d)
+    stem = "s1.pathway0_stem.conv.weight"
+    assert cl.get_parameter(stem).is_contiguous(memory_format=torch.channels_last_3d)
+    assert ref.get_parameter(stem).is_contiguous()  # the default format
     x = pathway_inputs(cfg, 4, 4, 32)
     out_ref, out_cl = ref(x), cl(x)
     torch.testing.assert_close(out_cl, out_ref, rtol=1e-4, atol=1e-5)

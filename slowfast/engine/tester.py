@@ -52,8 +52,6 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     cu.load_checkpoint(
         path, model, convert_from_caffe2=cfg.TEST.CHECKPOINT_TYPE == "caffe2"
     )
-    if cfg.MODEL.CHANNELS_LAST_3D:
-        model.to(memory_format=torch.channels_last_3d)
     loader = construct_loader(cfg, "test", num_procs=world_size, rank=rank)
     logger.info(
         "testing %s on %d views (%d videos)",

@@ -71,9 +71,7 @@ class Trainer:
                 self.schedule.bn_sync_size(e) for e in range(self.schedule.max_epoch)
             }
             self.bn = BNGrouping(model, sync_sizes, world_size, rank)
-        model.to(self.device)
-        if cfg.MODEL.CHANNELS_LAST_3D:
-            model.to(memory_format=torch.channels_last_3d)
+        model.to(self.device)  # keeps build_model's memory format
         self.net = model  # unwrapped; self.model may be its DDP wrapper
         self.model = model
         if world_size > 1:
@@ -281,10 +279,6 @@ class Trainer:
             [loss, top1_err, top5_err, failed videos] over all processes.
         """
         inputs = [x.to(self.device, non_blocking=True) for x in inputs]
-        if self.cfg.MODEL.CHANNELS_LAST_3D:
-            inputs = [
-                x.contiguous(memory_format=torch.channels_last_3d) for x in inputs
-            ]
         labels = labels.to(self.device, non_blocking=True)
         with self.autocast():
             preds = self.model(inputs)

@@ -5,6 +5,8 @@ from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
 from torch import nn
 
+from slowfast.models.memory_format import uses_channels_last_3d
+
 MODEL_REGISTRY = Registry("MODEL")
 MODEL_REGISTRY.__doc__ = """Video models by MODEL.MODEL_NAME.
 
@@ -16,9 +18,10 @@ tensors [N, C, T, H, W] in its forward.
 def build_model(cfg: CfgNode) -> nn.Module:
     """Builds the model named by MODEL.MODEL_NAME on the CPU.
 
-    Weights are initialised; with MODEL.CHANNELS_LAST_3D the model is converted
-    to the ``channels_last_3d`` memory format (its forward converts the inputs).
-    The caller moves the model to its device and wraps it for DDP.
+    Weights are initialised and set in the memory format that
+    ``memory_format.uses_channels_last_3d`` picks (the model's forward converts
+    its inputs to it). The caller moves the model to its device and wraps it
+    for DDP.
 
     Args:
         cfg: the run's config.
@@ -35,6 +38,6 @@ def build_model(cfg: CfgNode) -> nn.Module:
         known = sorted(k for k, _ in MODEL_REGISTRY)
         raise ValueError(f"MODEL.MODEL_NAME = {name!r}: must be one of {known}")
     model = MODEL_REGISTRY.get(name)(cfg)
-    if cfg.MODEL.CHANNELS_LAST_3D:
+    if uses_channels_last_3d(cfg):
         model = model.to(memory_format=torch.channels_last_3d)
     return model

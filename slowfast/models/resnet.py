@@ -11,6 +11,7 @@ from slowfast.models.blocks import BlockOptions, PathwayStage, ResStage
 from slowfast.models.build import MODEL_REGISTRY
 from slowfast.models.head import ResNetBasicHead
 from slowfast.models.init import init_weights
+from slowfast.models.memory_format import uses_channels_last_3d
 from slowfast.models.norm import get_norm
 from slowfast.models.stem import VideoModelStem, prepare_pathways
 
@@ -71,7 +72,7 @@ class ResNet(nn.Module):
         super().__init__()
         layout = arch_layout(cfg, self.num_pathways)
         opts = block_options(cfg)
-        self.channels_last = cfg.MODEL.CHANNELS_LAST_3D
+        self.channels_last = uses_channels_last_3d(cfg)
         width = cfg.RESNET.WIDTH_PER_GROUP
         inner = cfg.RESNET.NUM_GROUPS * width
         channels = per_pathway(
