@@ -59,7 +59,8 @@ def test_benchmark_runs_on_tiny_data(tiny_kinetics, tmp_path):
     assert len(data["model"]) == 6
     for row, shape in zip(data["model"], data["shapes"]):
         fmt, kind, _, _, batch, splits, ms, spread, clips, gflop, rate, eff = row
-        assert fmt == "default" and kind == shape["kind"] and batch == shape["batch"]
+        assert fmt == "default: contiguous" and kind == shape["kind"]
+        assert batch == shape["batch"]
         assert splits == shape["bn_splits"] and spread >= 0
         assert clips == pytest.approx(batch / ms * 1000)
         assert 0 < gflop < 1 and rate == pytest.approx(3 * clips * gflop)

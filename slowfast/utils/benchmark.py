@@ -23,6 +23,7 @@ from fvcore.common.config import CfgNode
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.losses import get_loss_func
 from slowfast.models import build_model
+from slowfast.models.memory_format import uses_channels_last_3d
 from slowfast.models.norm import set_bn_splits
 from slowfast.multigrid.shapes import (
     batch_factor,
@@ -32,7 +33,8 @@ from slowfast.multigrid.shapes import (
 )
 from slowfast.utils.model_stats import gflops
 
-# Memory formats for ``model_rows``: "default" is what build_model picks.
+# Memory formats for ``model_rows``: "default" is what build_model picks
+# (``models/memory_format.py``).
 MEMORY_FORMATS = ("default", "contiguous", "channels_last_3d")
 
 
@@ -181,6 +183,7 @@ def model_rows(
     flops = [gflops(steps[0].model, cfg, s.frames, s.crop) for s in shapes]
     times = time_steps(cfg, steps, shapes, warmup, iters)
     base = base_shape_index(cfg, shapes)
+    picked = "channels_last_3d" if uses_channels_last_3d(cfg) else "contiguous"
     rows = []
     for j, memory_format in enumerate(formats):
         base_rate = shapes[base].batch * flops[base] / statistics.median(times[base, j])
@@ -188,7 +191,8 @@ def model_rows(
             seconds = statistics.median(times[i, j])
             spread = 100 * (max(times[i, j]) - min(times[i, j])) / seconds
             clips = shape.batch / seconds
-            row = [memory_format, shape.kind, shape.frames, shape.crop, shape.batch]
+            label = memory_format.replace("default", f"default: {picked}")
+            row = [label, shape.kind, shape.frames, shape.crop, shape.batch]
             row += [shape.bn_splits, 1000 * seconds, spread, clips, flops[i]]
             row += [3 * clips * flops[i], 100 * clips * flops[i] / base_rate]
             rows.append(row)
