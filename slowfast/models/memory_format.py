@@ -11,9 +11,12 @@ Measured on a 2-core CPU (PyTorch 2.13, oneDNN), training step (forward,
 backward, SGD) of the tiny I3D demo model (configs/Demo/
 Kinetics_I3D_tiny_multigrid.yaml) at its six multigrid shapes, formats timed
 alternately in one process (``tools/benchmark_loader.py --model-only
---memory-format contiguous,channels_last_3d``), with another training job
-sharing the CPU: channels_last_3d ran at 0.68-0.74x the contiguous step with
-1 thread and 0.69-0.75x with 2 (OMP_WAIT_POLICY=PASSIVE). Contiguous
+--memory-format contiguous,channels_last_3d``): channels_last_3d ran at
+0.68-0.76x the contiguous step with 2 threads on the idle machine, and with
+another training job sharing the CPU at 0.68-0.74x with 1 thread and
+0.69-0.75x with 2 (OMP_WAIT_POLICY=PASSIVE); with 1 thread 0.70-0.78x for
+Kinetics_SLOWFAST_tiny and 0.61-0.68x for Kinetics_C2D_tiny. Inference at the
+test view was within 10% either way. Contiguous
 activations take the fused sub-batch BN path (``norm.SubBatchNorm3d``) and
 the 2-frame convolution (``conv.TimeTrimmedConv3d``); before those existed,
 channels_last_3d was ahead only at the 2-frame shape. On CUDA nothing was
