@@ -4,6 +4,7 @@
 Examples:
     python tools/make_demo_data.py --out data/demo
     python tools/make_demo_data.py --out data/demo_bench --size bench
+    python tools/make_demo_data.py --out data/study --size study --layouts ssv2
     python tools/make_demo_data.py --out /tmp/d --size tiny --layouts kinetics
 """
 
@@ -13,6 +14,7 @@ import sys
 from typing import List, Optional
 
 from slowfast.datasets.demo import LAYOUTS, SIZES, make_demo_data
+from slowfast.datasets.demo.specs import get_spec
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -38,6 +40,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     unknown = [name for name in args.layouts if name not in LAYOUTS]
     if unknown or not args.layouts:
         parser.error(f"--layouts {unknown or '(empty)'}: expected names from {LAYOUTS}")
+    for layout in args.layouts:
+        try:
+            get_spec(layout, args.size)
+        except ValueError as err:
+            parser.error(f"--size {args.size}: {err}")
     return args
 
 
