@@ -89,6 +89,10 @@ def test_train_then_test_each_arch_and_layout(demo_data, tmp_path, name, layout)
         [
             "SOLVER.MAX_EPOCH",
             "1",
+            "SOLVER.STEPS",
+            "[0]",
+            "SOLVER.LRS",
+            "[1]",
             "TRAIN.BATCH_SIZE",
             "2",
             "TEST.BATCH_SIZE",
@@ -246,6 +250,10 @@ def test_nan_loss_stops_with_iteration_and_keeps_last_checkpoint(
         [
             "SOLVER.MAX_EPOCH",
             "3",
+            "SOLVER.STEPS",
+            "[0, 2]",
+            "SOLVER.LRS",
+            "[1, 0.1]",
             "TRAIN.BATCH_SIZE",
             "2",
             "TRAIN.CHECKPOINT_PERIOD",
