@@ -52,6 +52,7 @@ from fvcore.common.config import CfgNode
 from slowfast.config import load_config
 from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid import study as st
+from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.utils import checkpoint as cu
 from slowfast.utils.distributed import procs_per_machine
 from slowfast.utils.parser import load_config_from_args
@@ -184,12 +185,10 @@ def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
             multi_pathway = p.cfg.MODEL.ARCH in p.cfg.MODEL.MULTI_PATHWAY_ARCH
             alpha = p.cfg.SLOWFAST.ALPHA if multi_pathway else 1
             p.schedule.validate(network_stride(p.cfg), min_frames=alpha)
-            for epoch in range(p.schedule.max_epoch):
-                if p.schedule.iters_in_epoch(epoch, size) == 0:
-                    raise ValueError(
-                        f"{p.run.name}: epoch {epoch + 1} has no full batch of the "
-                        f"{size} training clips; lower TRAIN.BATCH_SIZE"
-                    )
+            try:
+                check_epochs_have_iterations(p.schedule, size)
+            except ValueError as err:
+                raise ValueError(f"{p.run.name}: {err}") from err
             p.iterations = p.schedule.total_iters(size)
     return out, base.DATA.MULTI_LABEL, planned
 

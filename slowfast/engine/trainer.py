@@ -25,6 +25,7 @@ from slowfast.engine.optimizer import construct_optimizer, set_lr
 from slowfast.engine.resume import resume_or_init, save
 from slowfast.models import build_model
 from slowfast.multigrid import MultigridSchedule
+from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.utils import checkpoint as cu
 from slowfast.utils.distributed import procs_per_machine
 from slowfast.utils.logging import log_json_stats, setup_logging
@@ -93,7 +94,7 @@ class Trainer:
                 cfg, "train", num_procs=world_size, rank=rank
             )
         self.dataset_size = len(self.train_loader.dataset)
-        self._check_epochs_have_iterations()
+        check_epochs_have_iterations(self.schedule, self.dataset_size)
         self.start_epoch = resume_or_init(
             cfg, self.model, self.optimizer, self.scaler, rank, world_size
         )
@@ -124,20 +125,7 @@ class Trainer:
 
     def _iters(self, epoch: int) -> int:
         """Iterations of each process in ``epoch`` (equals the loader's length)."""
-        shard = -(-self.dataset_size // self.world_size)
-        return self.schedule.iters_in_epoch(epoch, shard * self.world_size)
-
-    def _check_epochs_have_iterations(self) -> None:
-        """Fails early when a shape's batches do not fit in an epoch's shard."""
-        for epoch in range(self.schedule.max_epoch):
-            if self._iters(epoch) == 0:
-                shape = self.schedule.iter_shape(epoch, 0)
-                raise ValueError(
-                    f"epoch {epoch + 1}: the first batch ({shape.batch_size} clips "
-                    f"of {shape.num_frames}x{shape.crop_size}) is larger than the "
-                    f"{self.dataset_size} training clips; lower TRAIN.BATCH_SIZE "
-                    "or use more data"
-                )
+        return self.schedule.iters_in_epoch(epoch, self.dataset_size)
 
     def _write_run_files(self) -> None:
         """Writes the resolved config and schedule to OUTPUT_DIR."""

@@ -78,3 +78,26 @@ def check_crops(schedule: MultigridSchedule, min_crop: int) -> None:
             raise ValueError(
                 f"{key} = {value}: crop {crop} is below the network stride {min_crop}"
             )
+
+
+def check_epochs_have_iterations(
+    schedule: MultigridSchedule, dataset_size: int
+) -> None:
+    """Checks that every epoch has at least one full batch of the training clips.
+
+    Args:
+        schedule: the schedule.
+        dataset_size: training clips in the whole dataset.
+
+    Raises:
+        ValueError: the first epoch without an iteration, naming TRAIN.BATCH_SIZE.
+    """
+    for epoch in range(schedule.max_epoch):
+        if schedule.iters_in_epoch(epoch, dataset_size) == 0:
+            shape = schedule.iter_shape(epoch, 0)
+            raise ValueError(
+                f"epoch {epoch + 1}: the first batch ({shape.batch_size} clips "
+                f"of {shape.num_frames}x{shape.crop_size}) is larger than the "
+                f"{dataset_size} training clips; lower TRAIN.BATCH_SIZE "
+                "or use more data"
+            )
