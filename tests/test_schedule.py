@@ -8,6 +8,7 @@ import pytest
 
 from slowfast.config import ConfigError, get_cfg, load_config
 from slowfast.multigrid import MultigridSchedule
+from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.multigrid.shapes import bn_layout
 
 KINETICS = "Kinetics_SLOWFAST_8x8_R50_stepwise_multigrid.yaml"
@@ -317,3 +318,12 @@ def test_describe_rows(reference_dir):
     assert sum(r["epochs"] for r in rows) == 358
     assert sum(r["iters"] for r in rows) == sched.total_iters(240000)
     assert all(r["rel_cost"] == pytest.approx(1, abs=0.01) for r in rows)
+
+
+def test_epoch_without_a_full_batch_is_one_line_error():
+    sched = MultigridSchedule.from_cfg(_cfg(True, True), 1)
+    first = sched.iter_shape(0, 0).batch_size
+    check_epochs_have_iterations(sched, 10 * first)
+    with pytest.raises(ValueError, match="epoch 1: the first batch") as info:
+        check_epochs_have_iterations(sched, first - 1)
+    assert "TRAIN.BATCH_SIZE" in str(info.value) and "\n" not in str(info.value)
