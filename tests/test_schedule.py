@@ -121,8 +121,17 @@ def test_short_cycle_shapes_per_iteration():
     first = sched.iter_shape(0, 0)
     assert first.num_frames == 8
     assert first.sampling_rate == (2, 8)  # stride up to 2 * 32 / 8
-    assert first.jitter_scales == (128, 320)  # 256 * 112 / 224
+    assert first.jitter_scales == (128, 160)  # [256, 320] * 112 / 224
+    assert sched.iter_shape(0, 1).jitter_scales == (181, 226)  # x 158 / 224
     assert sched.iter_shape(350, 2).sampling_rate == (2, 2)
+    assert sched.iter_shape(350, 2).jitter_scales == (256, 320)
+
+
+def test_jitter_scale_mode_lower_bound_is_the_reference_rule():
+    cfg = _cfg(True, True, "MULTIGRID.JITTER_SCALE_MODE", "lower_bound")
+    sched = MultigridSchedule.from_cfg(cfg, 2)
+    assert sched.iter_shape(0, 0).jitter_scales == (128, 320)  # 256 * 112 / 224
+    assert sched.iter_shape(0, 1).jitter_scales == (181, 320)
     assert sched.iter_shape(350, 2).jitter_scales == (256, 320)
 
 

@@ -168,8 +168,13 @@ def test_sampling_grid_from_shape(tmp_path):
     assert base == SamplingGrid(8, 32, 4, 4, 40, 48)
     small = SamplingGrid.from_shape(cfg, 2, 16)
     assert (small.min_rate, small.max_rate) == (4, 16)
-    assert (small.jitter_min, small.jitter_max) == (20, 48)
+    # The same fields of view at half the resolution: [40, 48] * 16 / 32.
+    assert (small.jitter_min, small.jitter_max) == (20, 24)
     assert SamplingGrid.from_shape(cfg, 4, 23).jitter_min == 29  # round(40 * 23 / 32)
+    cfg = tiny_cfg(str(tmp_path), "kinetics", *opts, "MULTIGRID.JITTER_SCALE_MODE",
+                   "lower_bound")  # fmt: skip
+    small = SamplingGrid.from_shape(cfg, 2, 16)
+    assert (small.jitter_min, small.jitter_max) == (20, 48)
     with pytest.raises(ValueError):
         SamplingGrid(4, 16, 3, 2, 20, 30)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -268,6 +268,12 @@ _C.MULTIGRID.BN_BASE_SIZE = 8
 _C.MULTIGRID.EVAL_FREQ = 3
 # Sampling rate at the long-cycle shapes (0: derived from the span, as the paper).
 _C.MULTIGRID.LONG_CYCLE_SAMPLING_RATE = 0
+# Short-side jitter of crops smaller than TRAIN_CROP_SIZE: "resample" scales
+# both ends of DATA.TRAIN_JITTER_SCALES by crop / TRAIN_CROP_SIZE (the same
+# fields of view at a lower resolution, the paper's sampling grid);
+# "lower_bound" scales only the lower end (the reference implementation: small
+# crops also zoom in, down to crop / max of the short side).
+_C.MULTIGRID.JITTER_SCALE_MODE = "resample"
 # Reference keys kept for config compatibility (the schedule derives them).
 _C.MULTIGRID.DEFAULT_B = 0
 _C.MULTIGRID.DEFAULT_T = 0

@@ -16,6 +16,7 @@ _CHOICES = {
     "RESNET.DEPTH": (18, 50, 101, 152),
     "NONLOCAL.INSTANTIATION": ("dot_product", "softmax"),
     "MULTIGRID.SHORT_CYCLE_CROP_MODE": ("absolute", "relative"),
+    "MULTIGRID.JITTER_SCALE_MODE": ("resample", "lower_bound"),
     "TRAIN.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
     "TEST.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
     "TEST.NUM_SPATIAL_CROPS": (1, 3),

@@ -45,8 +45,8 @@ class SamplingGrid:
         As in the multigrid paper, fewer frames ``t < T`` cover a comparable
         span: the stride is drawn from ``[SAMPLING_RATE, SAMPLING_RATE * T / t]``
         (or up to MULTIGRID.LONG_CYCLE_SAMPLING_RATE when that is set); a
-        smaller crop ``s < S`` scales the lower bound of the short-side jitter
-        by ``s / S`` (rounded, at least the crop), the upper bound stays.
+        smaller crop ``s < S`` scales the short-side jitter by ``s / S``
+        (both ends, or only the lower one: MULTIGRID.JITTER_SCALE_MODE).
         The arithmetic lives in ``slowfast.multigrid.shapes``, shared with the
         schedule's per-iteration shapes.
 
@@ -65,7 +65,10 @@ class SamplingGrid:
             cfg.MULTIGRID.LONG_CYCLE_SAMPLING_RATE,
         )
         jitter_min, jitter_max = jitter_scales(
-            cfg.DATA.TRAIN_JITTER_SCALES, crop_size, cfg.DATA.TRAIN_CROP_SIZE
+            cfg.DATA.TRAIN_JITTER_SCALES,
+            crop_size,
+            cfg.DATA.TRAIN_CROP_SIZE,
+            cfg.MULTIGRID.JITTER_SCALE_MODE,
         )
         return cls(
             num_frames=int(num_frames),

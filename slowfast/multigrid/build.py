@@ -79,6 +79,7 @@ def schedule_fields(cfg: CfgNode, num_procs: int) -> dict:
         sampling_rate=cfg.DATA.SAMPLING_RATE,
         long_cycle_sampling_rate=mg.LONG_CYCLE_SAMPLING_RATE,
         train_jitter=tuple(cfg.DATA.TRAIN_JITTER_SCALES),
+        jitter_mode=mg.JITTER_SCALE_MODE,
         bn_base_size=mg.BN_BASE_SIZE,
         bn_default=bn_default,
         baseline_max_epoch=solver.MAX_EPOCH,

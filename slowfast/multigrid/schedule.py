@@ -68,6 +68,7 @@ class MultigridSchedule:
         sampling_rate, long_cycle_sampling_rate: DATA.SAMPLING_RATE and
             MULTIGRID.LONG_CYCLE_SAMPLING_RATE.
         train_jitter: DATA.TRAIN_JITTER_SCALES.
+        jitter_mode: MULTIGRID.JITTER_SCALE_MODE.
         bn_base_size: MULTIGRID.BN_BASE_SIZE.
         bn_default: ``(splits, sync_size)`` of BN when neither cycle is on.
         baseline_max_epoch: SOLVER.MAX_EPOCH of the configured baseline.
@@ -88,6 +89,7 @@ class MultigridSchedule:
     sampling_rate: int
     long_cycle_sampling_rate: int
     train_jitter: tuple
+    jitter_mode: str
     bn_base_size: int
     bn_default: tuple
     baseline_max_epoch: int
@@ -251,7 +253,9 @@ class MultigridSchedule:
                 self.sampling_rate,
                 self.long_cycle_sampling_rate,
             ),
-            jitter_scales=jitter_scales(self.train_jitter, crop, self.crop_size),
+            jitter_scales=jitter_scales(
+                self.train_jitter, crop, self.crop_size, self.jitter_mode
+            ),
             bn_splits=self.bn_groups(entry)[0],
         )
 

@@ -170,26 +170,43 @@ def sampling_rate_range(
     return (sampling_rate, max(sampling_rate, high))
 
 
-def jitter_scales(scales: Sequence[int], crop: int, base_crop: int) -> tuple[int, int]:
+JITTER_SCALE_MODES = ("resample", "lower_bound")
+
+
+def jitter_scales(
+    scales: Sequence[int], crop: int, base_crop: int, mode: str = "resample"
+) -> tuple[int, int]:
     """Returns the short-side jitter range for a crop.
 
-    A smaller crop of the same field of view comes from a smaller frame, so
-    the lower end of the jitter shrinks by ``crop / base_crop`` (never below
-    the crop itself, which must fit in the frame).
+    A smaller crop of the same field of view comes from a smaller frame. In
+    "resample" mode (the paper's sampling grid: the same span at a coarser
+    stride) both ends of the jitter shrink by ``crop / base_crop``, so every
+    shape sees the base shape's fields of view at its own resolution. In
+    "lower_bound" mode (the reference implementation) only the lower end
+    shrinks, so smaller crops also see smaller parts of the frame (down to
+    ``crop / max`` of its short side). Neither end goes below the crop, which
+    must fit in the frame.
 
     Args:
         scales: DATA.TRAIN_JITTER_SCALES ``[min, max]``.
         crop: crop of the shape.
         base_crop: DATA.TRAIN_CROP_SIZE.
+        mode: MULTIGRID.JITTER_SCALE_MODE, "resample" or "lower_bound".
 
     Returns:
-        tuple: ``(max(round(min * crop / base_crop), crop), max)`` when
-        ``crop < base_crop``, else the configured range.
+        tuple: ``(low, high)``; the configured range when ``crop >= base_crop``.
     """
-    low = int(scales[0])
+    if mode not in JITTER_SCALE_MODES:
+        raise ValueError(
+            f"MULTIGRID.JITTER_SCALE_MODE = {mode!r}: must be one of "
+            f"{JITTER_SCALE_MODES}"
+        )
+    low, high = int(scales[0]), int(scales[1])
     if crop < base_crop:
-        low = max(int(round(scales[0] * crop / base_crop)), int(crop))
-    return (low, max(low, int(scales[1])))
+        low = max(int(round(low * crop / base_crop)), int(crop))
+        if mode == "resample":
+            high = int(round(high * crop / base_crop))
+    return (low, max(low, high))
 
 
 def bn_layout(
