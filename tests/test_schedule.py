@@ -336,3 +336,14 @@ def test_epoch_without_a_full_batch_is_one_line_error():
     with pytest.raises(ValueError, match="epoch 1: the first batch") as info:
         check_epochs_have_iterations(sched, first - 1)
     assert "TRAIN.BATCH_SIZE" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_entry_without_epochs_is_named_in_words(caplog):
+    opts = ["SOLVER.MAX_EPOCH", "6", "SOLVER.STEPS", "[0, 4, 5]"]
+    with caplog.at_level("WARNING", logger="slowfast.multigrid.checks"):
+        sched = MultigridSchedule.from_cfg(_cfg(True, True, *opts), 1)
+    lines = [r.getMessage() for r in caplog.records]
+    assert sched.max_epoch == 9
+    assert lines, "a schedule too short for its shapes must warn"
+    assert all("ScheduleEntry(" not in line for line in lines)
+    assert any("gets no epochs: 9 epochs in all" in line for line in lines)

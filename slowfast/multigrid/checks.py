@@ -39,7 +39,17 @@ def check_structure(schedule: MultigridSchedule) -> None:
                 f"{entry.num_frames} frames (needs at least 1)"
             )
         if entry.end_epoch <= (s.entries[index - 1].end_epoch if index else 0):
-            logger.warning("multigrid entry %d %s has no epochs", index, entry)
+            logger.warning(
+                "multigrid schedule entry %d (LR stage %d, %d frames x %d px, "
+                "batch x%d) gets no epochs: %d epochs in all are too few to "
+                "hold every shape once (SOLVER.MAX_EPOCH x MULTIGRID.EPOCH_FACTOR)",
+                index,
+                entry.lr_stage,
+                entry.num_frames,
+                entry.crop_size,
+                entry.batch_factor,
+                s.entries[-1].end_epoch,
+            )
         splits = s.bn_groups(entry)[0]
         for _, frames, crop, factor in s.cycle(entry):
             per_proc = s.base_batch * factor // s.num_procs
