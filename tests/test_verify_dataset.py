@@ -134,3 +134,11 @@ def test_cli_exit_codes(tool, capsys, kinetics_root):
         [sys.executable, TOOL] + args, capture_output=True, text=True, env=env
     )
     assert bad.returncode == 1 and "a.mp4: file not found" in bad.stdout
+
+
+def test_option_after_overrides_is_one_clear_line(tool, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        tool.main(["DATA.NUM_FRAMES", "4", "--split", "train"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "option --split must come before the KEY VALUE overrides" in err

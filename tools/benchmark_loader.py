@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmarks the training data loader at every multigrid mini-batch shape.
+r"""Benchmarks the training data loader at every multigrid mini-batch shape.
 
 Shapes: the long-cycle base shapes (MULTIGRID.LONG_CYCLE_FACTORS times the
 config's NUM_FRAMES / TRAIN_CROP_SIZE) and the two short-cycle crops at the

@@ -17,6 +17,7 @@ from typing import List, Optional, Sequence
 
 from slowfast.config import ConfigError, load_config
 from slowfast.datasets.verify import SplitReport, default_splits, verify_split
+from slowfast.utils.parser import reject_options_among_overrides
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -55,9 +56,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         "opts",
         nargs=argparse.REMAINDER,
         default=[],
-        help="config overrides as KEY VALUE pairs",
+        help="config overrides as KEY VALUE pairs (after the options)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    reject_options_among_overrides(parser, args.opts)
+    return args
 
 
 def print_reports(reports: List[SplitReport], out=None) -> None:

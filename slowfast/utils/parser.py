@@ -69,6 +69,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def reject_options_among_overrides(
+    parser: argparse.ArgumentParser, opts: Sequence[str]
+) -> None:
+    """Exits with one line when an option follows the KEY VALUE overrides.
+
+    Args:
+        parser: the tool's parser (its ``error`` prints usage and exits 2).
+        opts: the trailing tokens read as overrides.
+    """
+    stray = [token for token in opts if str(token).startswith("--")]
+    if stray:
+        parser.error(
+            f"option {stray[0]} must come before the KEY VALUE overrides "
+            "(everything after the first override is read as overrides)"
+        )
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Parses the command line.
 
@@ -87,12 +104,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     while trailing and trailing[0].endswith(_CFG_SUFFIXES):
         args.cfg_files.append(trailing.pop(0))
     opts = [token for token in trailing + list(args.flag_opts) if token != "--opts"]
-    stray = [token for token in opts if token.startswith("--")]
-    if stray:
-        parser.error(
-            f"option {stray[0]} must come before the KEY VALUE overrides "
-            "(everything after the first override is read as overrides)"
-        )
+    reject_options_among_overrides(parser, opts)
     args.opts = opts
     del args.flag_opts
     return args
