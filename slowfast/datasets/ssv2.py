@@ -68,7 +68,7 @@ class Ssv2(VideoDataset):
             self._labels.append(label)
         if missing:
             logger.warning(
-                "Ssv2 %s: %d of %d videos of %s have no frames in %s; dropped",
+                "SSv2 %s: %d of %d videos of %s have no frames in %s; dropped",
                 self.split,
                 missing,
                 len(labelled),

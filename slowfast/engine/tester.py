@@ -73,12 +73,13 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
         )
     else:
         logger.info(
-            "test accuracy: top-1 %.2f%%, top-5 %.2f%% over %d videos x %d views "
+            "test accuracy: top-1 %.2f%%, top-5 %.2f%% over %d videos x %d %s "
             "(chance %.2f%%)",
             100 - metrics["top1_err"],
             100 - metrics["top5_err"],
             metrics["num_videos"],
             views,
+            "view" if views == 1 else "views",
             100 / cfg.MODEL.NUM_CLASSES,
         )
     if rank == 0 and cfg.TEST.SAVE_RESULTS_PATH:
