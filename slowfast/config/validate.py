@@ -2,6 +2,8 @@
 
 from fvcore.common.config import CfgNode
 
+from slowfast.multigrid.shapes import JITTER_SCALE_MODES
+
 _CHOICES = {
     "MODEL.ARCH": ("c2d", "i3d", "slow", "slowfast"),
     "MODEL.MODEL_NAME": ("ResNet", "SlowFast"),
@@ -16,7 +18,7 @@ _CHOICES = {
     "RESNET.DEPTH": (18, 50, 101, 152),
     "NONLOCAL.INSTANTIATION": ("dot_product", "softmax"),
     "MULTIGRID.SHORT_CYCLE_CROP_MODE": ("absolute", "relative"),
-    "MULTIGRID.JITTER_SCALE_MODE": ("resample", "lower_bound"),
+    "MULTIGRID.JITTER_SCALE_MODE": JITTER_SCALE_MODES,
     "TRAIN.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
     "TEST.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
     "TEST.NUM_SPATIAL_CROPS": (1, 3),
