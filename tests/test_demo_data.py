@@ -156,7 +156,8 @@ def test_charades_layout(tiny_root):
 def test_same_seed_same_files_other_seed_differs(tiny_root, tmp_path):
     again = str(tmp_path / "again")
     other = str(tmp_path / "other")
-    make_demo_data(again, "tiny", layouts=["kinetics", "charades"], seed=0)
+    # Rendered in 2 processes: the files must not depend on the worker count.
+    make_demo_data(again, "tiny", layouts=["kinetics", "charades", "ssv2"], workers=2)
     make_demo_data(other, "tiny", layouts=["kinetics"], seed=1)
     for name in ("train.csv", "val.csv", "test.csv"):
         a = open(os.path.join(tiny_root, "kinetics", name)).read()
@@ -172,6 +173,14 @@ def test_same_seed_same_files_other_seed_differs(tiny_root, tmp_path):
     names = ["train.csv", "frames/TR0001/TR0001-000010.jpg"]
     assert _digest([os.path.join(tiny_root, "charades", n) for n in names]) == _digest(
         [os.path.join(again, "charades", n) for n in names]
+    )
+    names = [
+        "train.csv",
+        "something-something-v2-validation.json",
+        "frames/200003/200003_000005.jpg",
+    ]
+    assert _digest([os.path.join(tiny_root, "ssv2", n) for n in names]) == _digest(
+        [os.path.join(again, "ssv2", n) for n in names]
     )
 
 

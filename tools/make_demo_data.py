@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Generates the Moving Digits demo datasets (Kinetics, SSv2 and Charades layouts).
+r"""Generates the Moving Digits demo datasets (Kinetics, SSv2 and Charades layouts).
 
 Examples:
     python tools/make_demo_data.py --out data/demo
     python tools/make_demo_data.py --out data/demo_bench --size bench
     python tools/make_demo_data.py --out data/study --size study --layouts ssv2
+    python tools/make_demo_data.py --out data/study_large --size study_large \
+        --layouts ssv2 --workers 16
     python tools/make_demo_data.py --out /tmp/d --size tiny --layouts kinetics
 """
 
@@ -24,7 +26,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         argv: arguments (None: ``sys.argv[1:]``).
 
     Returns:
-        argparse.Namespace: out, size, layouts, seed.
+        argparse.Namespace: out, size, layouts, seed, workers.
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="data/demo", help="output root folder")
@@ -35,6 +37,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         help=f"comma-separated subset of {','.join(LAYOUTS)}",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes rendering videos (the files are the same for any number)",
+    )
     args = parser.parse_args(argv)
     args.layouts = [name.strip() for name in args.layouts.split(",") if name.strip()]
     unknown = [name for name in args.layouts if name not in LAYOUTS]
@@ -59,7 +67,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     """
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    for summary in make_demo_data(args.out, args.size, args.layouts, args.seed):
+    for summary in make_demo_data(
+        args.out, args.size, args.layouts, args.seed, args.workers
+    ):
         print(summary.line())
     return 0
 

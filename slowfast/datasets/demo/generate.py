@@ -6,10 +6,12 @@ video does not depend on which other videos or layouts were generated.
 """
 
 import logging
+import multiprocessing
 import os
 import shutil
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -100,21 +102,61 @@ def _prepare_folder(folder: str) -> None:
     os.makedirs(folder, exist_ok=True)
 
 
-def _write_kinetics(folder: str, spec: LayoutSpec, bank: DigitBank, seed: int) -> None:
+def _map_videos(render, count: int, workers: int) -> list:
+    """``[render(index) for index in range(count)]``, in ``workers`` processes.
+
+    Every video has its own generator, so the files do not depend on
+    ``workers``; results come back in index order.
+    """
+    if workers <= 1 or count <= 1:
+        return [render(index) for index in range(count)]
+    context = multiprocessing.get_context("fork")
+    with context.Pool(min(workers, count)) as pool:
+        return pool.map(render, range(count), chunksize=max(1, count // (8 * workers)))
+
+
+def _kinetics_video(folder, spec, bank, seed, codec, split, index):
+    digit = index % NUM_CLASSES["kinetics"]
+    rng = video_rng(seed, "kinetics", split, index)
+    frames = kinetics_scene(rng, bank, _pool(split), digit, spec)
+    relative = f"videos/{split}/{digit}/{split}_{index:05d}.mp4"
+    write_mp4(os.path.join(folder, relative), frames, spec.fps, codec)
+    return relative, digit
+
+
+def _write_kinetics(
+    folder: str, spec: LayoutSpec, bank: DigitBank, seed: int, workers: int
+) -> None:
     codec = pick_codec()
     for split, count in spec.videos.items():
-        rows = []
-        for index in range(count):
-            digit = index % NUM_CLASSES["kinetics"]
-            rng = video_rng(seed, "kinetics", split, index)
-            frames = kinetics_scene(rng, bank, _pool(split), digit, spec)
-            relative = f"videos/{split}/{digit}/{split}_{index:05d}.mp4"
-            write_mp4(os.path.join(folder, relative), frames, spec.fps, codec)
-            rows.append((relative, digit))
+        render = partial(_kinetics_video, folder, spec, bank, seed, codec, split)
+        rows = _map_videos(render, count, workers)
         write_kinetics_list(os.path.join(folder, f"{split}.csv"), rows)
 
 
-def _write_ssv2(folder: str, spec: LayoutSpec, bank: DigitBank, seed: int) -> None:
+def _ssv2_video(folder, spec, bank, seed, split, index):
+    motion = index % len(SSV2_TEMPLATES)
+    rng = video_rng(seed, "ssv2", split, index)
+    frames, digit = ssv2_scene(rng, bank, _pool(split), motion, spec)
+    video_id = str((_SPLIT_IDS[split] + 1) * 100000 + index)
+    paths = write_jpeg_frames(
+        folder, f"frames/{video_id}", video_id + "_{:06d}.jpg", frames
+    )
+    lines = frame_list_rows(video_id, index, paths, [[]] * len(paths))
+    thing = f"digit {digit}"
+    label = SSV2_TEMPLATES[motion].replace("[something]", thing)
+    entry = {
+        "id": video_id,
+        "label": label[0].lower() + label[1:],
+        "template": SSV2_TEMPLATES[motion],
+        "placeholders": [thing],
+    }
+    return lines, entry
+
+
+def _write_ssv2(
+    folder: str, spec: LayoutSpec, bank: DigitBank, seed: int, workers: int
+) -> None:
     plain = [template.replace("[", "").replace("]", "") for template in SSV2_TEMPLATES]
     write_json(
         os.path.join(folder, "something-something-v2-labels.json"),
@@ -122,42 +164,31 @@ def _write_ssv2(folder: str, spec: LayoutSpec, bank: DigitBank, seed: int) -> No
     )
     json_names = {"train": "train", "val": "validation"}
     for split, count in spec.videos.items():
-        entries, lines = [], []
-        for index in range(count):
-            motion = index % len(SSV2_TEMPLATES)
-            rng = video_rng(seed, "ssv2", split, index)
-            frames, digit = ssv2_scene(rng, bank, _pool(split), motion, spec)
-            video_id = str((_SPLIT_IDS[split] + 1) * 100000 + index)
-            paths = write_jpeg_frames(
-                folder, f"frames/{video_id}", video_id + "_{:06d}.jpg", frames
-            )
-            lines += frame_list_rows(video_id, index, paths, [[]] * len(paths))
-            thing = f"digit {digit}"
-            label = SSV2_TEMPLATES[motion].replace("[something]", thing)
-            entries.append(
-                {
-                    "id": video_id,
-                    "label": label[0].lower() + label[1:],
-                    "template": SSV2_TEMPLATES[motion],
-                    "placeholders": [thing],
-                }
-            )
+        render = partial(_ssv2_video, folder, spec, bank, seed, split)
+        videos = _map_videos(render, count, workers)
         name = f"something-something-v2-{json_names[split]}.json"
-        write_json(os.path.join(folder, name), entries)
+        write_json(os.path.join(folder, name), [entry for _, entry in videos])
+        lines = [line for video_lines, _ in videos for line in video_lines]
         write_frame_list(os.path.join(folder, f"{split}.csv"), lines)
 
 
-def _write_charades(folder: str, spec: LayoutSpec, bank: DigitBank, seed: int) -> None:
+def _charades_video(folder, spec, bank, seed, split, index):
+    rng = video_rng(seed, "charades", split, index)
+    frames, labels = charades_scene(rng, bank, _pool(split), spec)
+    video_id = f"{split[:2].upper()}{index:04d}"
+    paths = write_jpeg_frames(
+        folder, f"frames/{video_id}", video_id + "-{:06d}.jpg", frames
+    )
+    return frame_list_rows(video_id, index, paths, labels)
+
+
+def _write_charades(
+    folder: str, spec: LayoutSpec, bank: DigitBank, seed: int, workers: int
+) -> None:
     for split, count in spec.videos.items():
-        lines = []
-        for index in range(count):
-            rng = video_rng(seed, "charades", split, index)
-            frames, labels = charades_scene(rng, bank, _pool(split), spec)
-            video_id = f"{split[:2].upper()}{index:04d}"
-            paths = write_jpeg_frames(
-                folder, f"frames/{video_id}", video_id + "-{:06d}.jpg", frames
-            )
-            lines += frame_list_rows(video_id, index, paths, labels)
+        render = partial(_charades_video, folder, spec, bank, seed, split)
+        videos = _map_videos(render, count, workers)
+        lines = [line for video_lines in videos for line in video_lines]
         write_frame_list(os.path.join(folder, f"{split}.csv"), lines)
 
 
@@ -169,16 +200,22 @@ _WRITERS = {
 
 
 def make_layout(
-    out: str, layout: str, size: str, seed: int = 0, bank: Optional[DigitBank] = None
+    out: str,
+    layout: str,
+    size: str,
+    seed: int = 0,
+    bank: Optional[DigitBank] = None,
+    workers: int = 1,
 ) -> LayoutSummary:
     """Generates one layout into ``<out>/<layout>`` (replacing an earlier run).
 
     Args:
         out: the demo data root.
         layout: "kinetics", "ssv2" or "charades".
-        size: "tiny", "small" or "bench".
+        size: one of SIZES.
         seed: dataset seed.
         bank: the digits (loaded when None).
+        workers: processes rendering videos (the files do not depend on it).
 
     Returns:
         LayoutSummary: counts and timing.
@@ -204,7 +241,7 @@ def make_layout(
     if layout == "kinetics":
         manifest["codec"] = pick_codec()
     write_json(os.path.join(folder, MANIFEST), manifest)
-    _WRITERS[layout](folder, spec, bank, seed)
+    _WRITERS[layout](folder, spec, bank, seed, workers)
     write_json(os.path.join(folder, MANIFEST), {**manifest, "complete": True})
     summary = LayoutSummary(
         layout=layout,
@@ -218,15 +255,20 @@ def make_layout(
 
 
 def make_demo_data(
-    out: str, size: str = "small", layouts: Sequence[str] = LAYOUTS, seed: int = 0
+    out: str,
+    size: str = "small",
+    layouts: Sequence[str] = LAYOUTS,
+    seed: int = 0,
+    workers: int = 1,
 ) -> List[LayoutSummary]:
     """Generates the requested layouts of the Moving Digits data.
 
     Args:
         out: the demo data root (one sub-folder per layout).
-        size: "tiny", "small" or "bench".
+        size: one of SIZES.
         layouts: any of "kinetics", "ssv2", "charades".
         seed: dataset seed.
+        workers: processes rendering videos (the files do not depend on it).
 
     Returns:
         list: one LayoutSummary per layout, in the order given.
@@ -238,6 +280,8 @@ def make_demo_data(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return [make_layout(out, layout, size, seed, bank) for layout in layouts]
+        return [
+            make_layout(out, layout, size, seed, bank, workers) for layout in layouts
+        ]
     finally:
         torch.set_num_threads(threads)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Dict, Tuple
 
 LAYOUTS = ("kinetics", "ssv2", "charades")
-SIZES = ("tiny", "small", "bench", "study")
+SIZES = ("tiny", "small", "bench", "study", "study_large")
 
 # Motion classes of the SSv2 layout, in class-id order (digit identity is random).
 SSV2_TEMPLATES = (
@@ -156,6 +156,11 @@ _SPECS = {
     ),
     ("ssv2", "study"): LayoutSpec(
         {"train": 1200, "val": 600}, 32, 96, 128, 12, _MOTION_STUDY
+    ),
+    # The study data at 4x the videos, for full-width models on a GPU
+    # (configs/Demo/SSv2_I3D_R50_study_gpu.yaml).
+    ("ssv2", "study_large"): LayoutSpec(
+        {"train": 4800, "val": 1200}, 32, 96, 128, 12, _MOTION_STUDY
     ),
     ("charades", "tiny"): LayoutSpec({"train": 4, "val": 2}, 48, 96, 128, 24, _EASY),
     ("charades", "small"): LayoutSpec(
