@@ -8,6 +8,7 @@ from slowfast.datasets import (
     SamplingGrid,
     construct_loader,
     loader_set_epoch,
+    shutdown_workers,
 )
 from tests.video_utils import make_kinetics, tiny_cfg
 
@@ -106,6 +107,18 @@ def test_epoch_samples_independent_of_worker_count(root):
     assert order[0] != order[1]  # reshuffled per epoch
     again = construct_loader(tiny_cfg(root), "train")
     assert [i for idx, _ in _epoch(again, 1) for i in idx] == order[1]
+
+
+def test_shutdown_workers_stops_persistent_workers_and_loader_restarts(root):
+    cfg = tiny_cfg(root, "kinetics", "DATA_LOADER.NUM_WORKERS", 2)
+    loader = construct_loader(cfg, "val")
+    first = [b[2].tolist() for b in loader]
+    workers = list(loader._iterator._workers)
+    assert len(workers) == 2 and all(w.is_alive() for w in workers)
+    shutdown_workers(loader)
+    assert not any(w.is_alive() for w in workers)
+    shutdown_workers(loader)  # nothing left to stop: a no-op
+    assert [b[2].tolist() for b in loader] == first  # new workers, same data
 
 
 def test_two_process_shards_are_disjoint_and_equal(root):

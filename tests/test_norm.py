@@ -141,24 +141,33 @@ def test_channels_last_input_keeps_format_and_values():
     torch.testing.assert_close(y_cl, y)
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("splits", [2, 4, 8])
-def test_native_split_path_matches_the_generic_one(splits):
-    # A contiguous float input takes the fused batch-norm path, a
-    # channels-last one the generic var_mean path: same math.
+def test_native_split_path_matches_the_generic_one(splits, channels_last):
+    # Local statistics take the fused batch-norm path (a channels-last input
+    # is made contiguous for it); the generic var_mean path (used with a
+    # process group) must give the same values, gradients and statistics.
     native, _ = _pair(momentum=0.3)
     generic = copy.deepcopy(native)
     for layer in (native, generic):
         layer.num_splits = splits
+    generic._forward_split = generic._forward_split_generic
     x = _input(8)
     x[1::2] += 3.0
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last_3d)
     x_n = x.clone().requires_grad_()
-    x_g = x.clone().contiguous(memory_format=torch.channels_last_3d)
-    x_g.requires_grad_()
-    assert native._native_split_ok(x_n) and not generic._native_split_ok(x_g)
+    x_g = x.clone().requires_grad_()
+    assert native._native_split_ok(x_n)
     grad = torch.randn_like(x)
     for _ in range(2):
         y_n, y_g = native(x_n), generic(x_g)
         torch.testing.assert_close(y_n, y_g)
+    assert y_n.is_contiguous(
+        memory_format=torch.channels_last_3d
+        if channels_last
+        else torch.contiguous_format
+    )
     (y_n * grad).sum().backward()
     (y_g * grad).sum().backward()
     torch.testing.assert_close(x_n.grad, x_g.grad)
@@ -167,6 +176,25 @@ def test_native_split_path_matches_the_generic_one(splits):
     torch.testing.assert_close(native.running_mean, generic.running_mean)
     torch.testing.assert_close(native.running_var, generic.running_var)
     assert int(native.num_batches_tracked) == 2
+
+
+def test_native_split_path_takes_bfloat16_with_float32_statistics():
+    # Mixed precision: a bf16 input (CPU autocast) is normalised by the fused
+    # path with float32 split statistics, close to the float32 computation.
+    half, _ = _pair(momentum=0.5)
+    full = copy.deepcopy(half)
+    for layer in (half, full):
+        layer.num_splits = 4
+    x = _input(8)
+    x[::2] -= 2.0
+    y = half(x.bfloat16())
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), full(x), atol=0.05, rtol=0.02)
+    assert half.running_mean.dtype == torch.float32
+    torch.testing.assert_close(
+        half.running_mean, full.running_mean, atol=0.02, rtol=0.02
+    )
+    torch.testing.assert_close(half.running_var, full.running_var, atol=0.05, rtol=0.02)
 
 
 def _tiny_cfg(*opts):

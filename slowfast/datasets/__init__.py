@@ -10,6 +10,7 @@ from slowfast.datasets.loader import (
     GridBatchSampler,
     construct_loader,
     loader_set_epoch,
+    shutdown_workers,
 )
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "construct_loader",
     "dataset_size",
     "loader_set_epoch",
+    "shutdown_workers",
 ]

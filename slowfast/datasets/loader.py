@@ -172,6 +172,26 @@ def construct_loader(
     )
 
 
+def shutdown_workers(loader: DataLoader) -> None:
+    """Stops a loader's persistent worker processes now.
+
+    Otherwise they are stopped at interpreter exit, where PyTorch waits 5 s
+    per worker when memory pinning is on (pytorch/pytorch#81794): 210 s at the
+    end of a one-GPU run with 14 workers and 3 loaders, measured on an H100
+    machine. The loader starts new workers if it is iterated again.
+
+    Args:
+        loader: a loader from ``construct_loader``.
+    """
+    iterator = getattr(loader, "_iterator", None)
+    if iterator is None:
+        return
+    loader._iterator = None
+    stop = getattr(iterator, "_shutdown_workers", None)
+    if stop is not None:
+        stop()
+
+
 def loader_set_epoch(loader: DataLoader, epoch: int) -> None:
     """Sets the epoch of a loader's (batch) sampler, whichever kind it has.
 

@@ -6,7 +6,7 @@ import os
 import torch
 from fvcore.common.config import CfgNode
 
-from slowfast.datasets import construct_loader
+from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.engine import runtime
 from slowfast.engine.evaluator import evaluate
 from slowfast.models import build_model
@@ -61,6 +61,7 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     )
     autocast = runtime.autocast_factory(cfg, device)
     metrics, scores, labels = evaluate(model, loader, cfg, device, autocast)
+    shutdown_workers(loader)
     stats = {"_type": "test_final", "checkpoint": path}
     stats.update(metrics)
     log_json_stats(stats, cfg.OUTPUT_DIR, rank)

@@ -12,7 +12,7 @@ from fvcore.common.config import CfgNode
 from fvcore.nn.precise_bn import update_bn_stats
 from torch import nn
 
-from slowfast.datasets import construct_loader
+from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.datasets.bad_data import BadDataMonitor
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.engine import runtime
@@ -153,6 +153,9 @@ class Trainer:
         finally:
             if self.writer is not None:
                 self.writer.close()
+            for loader in (self.train_loader, self.val_loader, self.precise_loader):
+                if loader is not None:
+                    shutdown_workers(loader)
 
     def end_epoch(self, epoch: int) -> None:
         """Precise BN, checkpoint and validation, as their periods say.

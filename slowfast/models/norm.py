@@ -104,25 +104,33 @@ class SubBatchNorm3d(nn.BatchNorm3d):
         return self._forward_split(x)
 
     def _forward_split(self, x: torch.Tensor) -> torch.Tensor:
-        batch, channels = x.shape[0], x.shape[1]
-        splits = self.num_splits
-        if batch % splits:
+        batch = x.shape[0]
+        if batch % self.num_splits:
             raise ValueError(
                 f"SubBatchNorm3d: batch of {batch} clips is not divisible by "
-                f"num_splits={splits}"
+                f"num_splits={self.num_splits}"
             )
         if self._native_split_ok(x):
             return self._forward_split_native(x)
+        return self._forward_split_generic(x)
+
+    def _forward_split_generic(self, x: torch.Tensor) -> torch.Tensor:
+        """The split forward from ``var_mean`` and elementwise ops (any group)."""
+        batch, channels = x.shape[0], x.shape[1]
+        splits = self.num_splits
         # [N, C, ...] -> [N / k, k, C, ...]: clip i goes to split i % k (a view).
         xs = x.unflatten(0, (batch // splits, splits))
         dims = [0] + list(range(3, xs.dim()))
         stats_in = xs if xs.dtype in (torch.float32, torch.float64) else xs.float()
         var, mean = torch.var_mean(stats_in, dim=dims, correction=0)
-        count = torch.full_like(mean[:, :1], xs.numel() // (splits * channels))
+        per_split = xs.numel() // (splits * channels)
+        total = float(per_split * splits)
         if self.process_group is not None:
+            count = torch.full_like(mean[:, :1], per_split)
             mean, var, count = _reduce_stats(mean, var, count, self.process_group)
+            total = float(count.sum())
         if self.track_running_stats:
-            self._update_running_stats(mean.detach(), var.detach(), count)
+            self._update_running_stats(mean.detach(), var.detach(), total)
 
         scale = torch.rsqrt(var + self.eps)
         shift = -mean * scale
@@ -137,14 +145,11 @@ class SubBatchNorm3d(nn.BatchNorm3d):
     def _native_split_ok(self, x: torch.Tensor) -> bool:
         """Whether :meth:`_forward_split_native` computes this forward.
 
-        It needs local statistics, a float32/float64 input in the contiguous
-        format (where the split layout is a view) and more than one value per
-        split and channel (native batch norm rejects a single one).
+        It needs local statistics (no process group) and more than one value
+        per split and channel (native batch norm rejects a single one).
         """
         return (
             self.process_group is None
-            and x.dtype in (torch.float32, torch.float64)
-            and x.is_contiguous()
             and x.numel() // (self.num_splits * x.shape[1]) > 1
         )
 
@@ -154,18 +159,31 @@ class SubBatchNorm3d(nn.BatchNorm3d):
         A contiguous [N, C, ...] batch viewed as [N / k, k * C, ...] puts clip
         i's channel c at channel ``(i % k) * C + c``: split ``i % k`` becomes
         a block of C channels, normalised by the fused batch-norm kernels
-        (forward and backward) instead of a chain of elementwise ops. The
-        split statistics come back through scratch running buffers updated
-        with momentum 1 (they then hold the split mean and unbiased
-        variance). Same math as the generic path, up to float rounding.
+        (forward and backward) instead of a chain of elementwise ops. Other
+        memory formats (channels-last) are made contiguous for it and the
+        output is given back in the input's format. The split statistics come
+        back through scratch buffers (float32 for half-precision inputs, as
+        mixed-precision batch norm wants) updated with momentum 1 (they then
+        hold the split mean and unbiased variance). Same math as the generic
+        path, up to float rounding; nothing here waits for the GPU.
 
         Measured on a 2-core CPU (PyTorch 2.13), training step of the tiny
         I3D demo model with 2 to 16 splits: 1.16-1.25x faster (1 thread).
+        On an H100 (PyTorch 2.11, fp16 autocast, I3D R50 at 16 x 96 px, batch
+        32, 4 splits), the generic path made the step 3.3x slower than plain
+        BN (118 ms against 36 ms), mostly from a GPU synchronisation per layer
+        that this path no longer has.
         """
         batch, channels = x.shape[0], x.shape[1]
         splits = self.num_splits
-        xs = x.view((batch // splits, splits * channels) + x.shape[2:])
-        mean = torch.zeros(splits * channels, dtype=x.dtype, device=x.device)
+        channels_last = not x.is_contiguous() and x.is_contiguous(
+            memory_format=torch.channels_last_3d
+        )
+        xc = x.contiguous()
+        xs = xc.view((batch // splits, splits * channels) + x.shape[2:])
+        half = x.dtype in (torch.float16, torch.bfloat16)
+        stats_dtype = torch.float32 if half else x.dtype
+        mean = torch.zeros(splits * channels, dtype=stats_dtype, device=x.device)
         var = torch.zeros_like(mean)
         weight = self.weight.repeat(splits) if self.affine else None
         bias = self.bias.repeat(splits) if self.affine else None
@@ -176,14 +194,16 @@ class SubBatchNorm3d(nn.BatchNorm3d):
             count = x.numel() // (splits * channels)
             mean, var = mean.view(splits, channels), var.view(splits, channels)
             var = var * ((count - 1) / count)  # biased, as var_mean gives it
-            counts = torch.full_like(mean[:, :1], count)
-            self._update_running_stats(mean, var, counts)
+            self._update_running_stats(mean, var, float(count * splits))
+        if channels_last:
+            out = out.contiguous(memory_format=torch.channels_last_3d)
         return out
 
     @torch.no_grad()
     def _update_running_stats(
-        self, mean: torch.Tensor, var: torch.Tensor, count: torch.Tensor
+        self, mean: torch.Tensor, var: torch.Tensor, total: float
     ) -> None:
+        """Folds per-split (mean, biased variance) of ``total`` values in all."""
         self.num_batches_tracked.add_(1)
         if self.momentum is None:
             factor = 1.0 / float(self.num_batches_tracked)
@@ -191,7 +211,6 @@ class SubBatchNorm3d(nn.BatchNorm3d):
             factor = self.momentum
         total_mean = mean.mean(0)
         total_var = var.mean(0) + ((mean - total_mean) ** 2).mean(0)
-        total = float(count.sum())
         total_var = total_var * (total / max(total - 1.0, 1.0))
         dtype = self.running_mean.dtype
         self.running_mean.mul_(1 - factor).add_(total_mean.to(dtype), alpha=factor)
