@@ -1,34 +1,43 @@
-"""Training: one schedule object drives the loader, the LR and the BN groups."""
+"""Training: one schedule object drives the loader, the LR and the BN groups.
+
+``Trainer`` builds the objects of a run (model, optimizer, loaders, schedule)
+and its hooks (``build_hooks``), then hands them to ``loop.TrainLoop``.
+"""
 
 import logging
-import math
 import os
-import time
+from typing import List
 
 import simplejson
-import torch
-import torch.distributed as dist
 from fvcore.common.config import CfgNode
-from fvcore.nn.precise_bn import update_bn_stats
 from torch import nn
 
 from slowfast.datasets import construct_loader, shutdown_workers
-from slowfast.datasets.bad_data import BadDataMonitor
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.engine import runtime
 from slowfast.engine.bn_grouping import BNGrouping, convert_to_sub_bn
-from slowfast.engine.evaluator import evaluate
+from slowfast.engine.hooks import (
+    BadDataHook,
+    BufferSyncHook,
+    CheckpointHook,
+    EvalHook,
+    JsonMetricsWriter,
+    NonFiniteGuard,
+    PreciseBNHook,
+    ScheduleHook,
+    TensorBoardWriter,
+    is_due,
+)
+from slowfast.engine.loop import HookBase, TrainLoop
 from slowfast.engine.losses import get_loss_func
-from slowfast.engine.meters import TrainMeter
-from slowfast.engine.metrics import topk_errors
-from slowfast.engine.optimizer import construct_optimizer, set_lr
-from slowfast.engine.resume import resume_or_init, save
+from slowfast.engine.optimizer import construct_optimizer
+from slowfast.engine.resume import resume_or_init
+from slowfast.engine.step import TrainStep
 from slowfast.models import build_model
 from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid.checks import check_epochs_have_iterations
-from slowfast.utils import checkpoint as cu
 from slowfast.utils.distributed import procs_per_machine
-from slowfast.utils.logging import log_json_stats, setup_logging
+from slowfast.utils.logging import setup_logging
 from slowfast.utils.model_stats import log_model_info, network_stride
 
 logger = logging.getLogger(__name__)
@@ -98,18 +107,9 @@ class Trainer:
         self.start_epoch = resume_or_init(
             cfg, self.model, self.optimizer, self.scaler, rank, world_size
         )
-        # Derived, not stored: TensorBoard steps never go backwards on resume.
         self.global_iter = sum(self._iters(e) for e in range(self.start_epoch))
-        self.writer = None
         if self.is_master:
             self._write_run_files()
-            if cfg.TENSORBOARD.ENABLE:
-                from torch.utils.tensorboard import SummaryWriter
-
-                log_dir = cfg.TENSORBOARD.LOG_DIR or os.path.join(
-                    cfg.OUTPUT_DIR, f"runs-{cfg.TRAIN.DATASET}"
-                )
-                self.writer = SummaryWriter(log_dir, purge_step=self.global_iter)
 
     # ------------------------------------------------------------------ set-up
     def _shape_fn(self, epoch: int, it: int):
@@ -135,6 +135,71 @@ class Trainer:
         with open(os.path.join(self.cfg.OUTPUT_DIR, "schedule.json"), "w") as f:
             simplejson.dump(self.schedule.describe(), f, indent=1)
 
+    # ------------------------------------------------------------------ hooks
+    def build_hooks(self) -> List[HookBase]:
+        """The run's hooks, in the order they act (its table of contents)."""
+        cfg, sched = self.cfg, self.schedule
+
+        def eval_or_checkpoint_due(epoch: int) -> bool:
+            last = sched.max_epoch
+            return is_due(epoch, cfg.TRAIN.EVAL_PERIOD, last) or is_due(
+                epoch, cfg.TRAIN.CHECKPOINT_PERIOD, last
+            )
+
+        def iters_after(epoch: int) -> int:
+            return sum(self._iters(e) for e in range(epoch + 1, sched.max_epoch))
+
+        hooks = [
+            ScheduleHook(
+                sched,
+                self.train_loader.batch_sampler,
+                self.optimizer,
+                self.bn,
+                cfg.TRAIN.BATCH_SIZE,
+            ),
+            NonFiniteGuard(cfg.OUTPUT_DIR),
+            BadDataHook(self.dataset_size, cfg.DATA.MAX_BAD_FRACTION),
+            JsonMetricsWriter(
+                cfg.OUTPUT_DIR,
+                self.rank,
+                cfg.LOG_PERIOD,
+                iters_after,
+                cfg.DATA.MULTI_LABEL,
+            ),
+        ]
+        if self.precise_loader is not None:
+            hooks.append(
+                PreciseBNHook(
+                    self.net,
+                    self.precise_loader,
+                    self.bn,
+                    cfg.BN.NUM_BATCHES_PRECISE,
+                    self.device,
+                    eval_or_checkpoint_due,
+                )
+            )
+        hooks += [
+            BufferSyncHook(self.net, self.world_size, eval_or_checkpoint_due),
+            CheckpointHook(
+                cfg,
+                self.model,
+                self.optimizer,
+                self.scaler,
+                self.rank,
+                self.world_size,
+            ),
+            EvalHook(
+                cfg, self.net, self.val_loader, self.device, self.autocast, self.rank
+            ),
+        ]
+        if self.is_master and cfg.TENSORBOARD.ENABLE:
+            log_dir = cfg.TENSORBOARD.LOG_DIR or os.path.join(
+                cfg.OUTPUT_DIR, f"runs-{cfg.TRAIN.DATASET}"
+            )
+            # Derived, not stored: TensorBoard steps never go backwards on resume.
+            hooks.append(TensorBoardWriter(log_dir, purge_step=self.global_iter))
+        return hooks
+
     # ------------------------------------------------------------------- loop
     def train(self) -> None:
         """Runs the remaining epochs of the schedule."""
@@ -146,213 +211,24 @@ class Trainer:
             max_epoch,
             self.dataset_size,
         )
+        step = TrainStep(
+            self.model,
+            self.optimizer,
+            self.loss_fn,
+            self.device,
+            self.autocast,
+            self.scaler,
+            self.cfg.SOLVER.CLIP_GRAD_L2NORM,
+            self.cfg.DATA.MULTI_LABEL,
+            self.world_size,
+        )
+        loop = TrainLoop(step, self.train_loader, self._iters, self.build_hooks())
         try:
-            for epoch in range(self.start_epoch, max_epoch):
-                self.train_epoch(epoch)
-                self.end_epoch(epoch)
+            loop.run(self.start_epoch, max_epoch, self.global_iter)
         finally:
-            if self.writer is not None:
-                self.writer.close()
             for loader in (self.train_loader, self.val_loader, self.precise_loader):
                 if loader is not None:
                     shutdown_workers(loader)
-
-    def end_epoch(self, epoch: int) -> None:
-        """Precise BN, checkpoint and validation, as their periods say.
-
-        Evaluation runs with the training RNG states put aside, so a resumed
-        run (which skips it) draws the same random numbers afterwards.
-
-        Args:
-            epoch: index of the finished epoch.
-        """
-        cfg = self.cfg
-        rng = runtime.get_rng_state()
-        last = epoch + 1 == self.schedule.max_epoch
-        do_eval = (epoch + 1) % cfg.TRAIN.EVAL_PERIOD == 0 or last
-        do_ckpt = (epoch + 1) % cfg.TRAIN.CHECKPOINT_PERIOD == 0 or last
-        if not (do_eval or do_ckpt):
-            return
-        with runtime.preserved_rng():
-            if self.precise_loader is not None:
-                self.precise_bn(epoch)
-        self.sync_buffers()
-        if do_ckpt:
-            save(
-                cfg,
-                self.model,
-                self.optimizer,
-                self.scaler,
-                epoch,
-                rng,
-                self.rank,
-                self.world_size,
-            )
-        if do_eval:
-            with runtime.preserved_rng():
-                self.validate(epoch)
-
-    def train_epoch(self, epoch: int) -> None:
-        """Trains one pass over the training set at the schedule's shapes.
-
-        Args:
-            epoch: epoch index.
-        """
-        cfg, sched = self.cfg, self.schedule
-        self.model.train()
-        self.train_loader.batch_sampler.set_epoch(epoch)
-        iters = len(self.train_loader)
-        later = sum(self._iters(e) for e in range(epoch + 1, sched.max_epoch))
-        meter = TrainMeter(cfg.LOG_PERIOD, iters, later)
-        monitor = BadDataMonitor(self.dataset_size, cfg.DATA.MAX_BAD_FRACTION)
-        entry = sched.entry_at(epoch)
-        epoch_str = f"{epoch + 1}/{sched.max_epoch}"
-        logger.info(
-            "epoch %s, stage %d, shape %dx%dx%d, %d iterations",
-            epoch_str,
-            entry.lr_stage,
-            cfg.TRAIN.BATCH_SIZE * entry.batch_factor,
-            entry.num_frames,
-            entry.crop_size,
-            iters,
-        )
-        lr = sched.lr_at(epoch)
-        tic = time.perf_counter()
-        for it, (inputs, labels, _index, extras) in enumerate(self.train_loader):
-            data_time = time.perf_counter() - tic
-            shape = sched.iter_shape(epoch, it)
-            if inputs[0].shape[0] != shape.per_proc_batch:
-                raise RuntimeError(
-                    f"epoch {epoch_str} iteration {it}: loader gave "
-                    f"{inputs[0].shape[0]} clips, schedule expects "
-                    f"{shape.per_proc_batch}"
-                )
-            if self.bn is not None:
-                self.bn.apply(shape.bn_splits, sched.bn_sync_size(epoch))
-            lr = sched.lr_at(epoch + it / iters)
-            set_lr(self.optimizer, lr)
-            loss, top1, top5, failed = self._step(inputs, labels, extras["num_failed"])
-            if not math.isfinite(loss):
-                raise FloatingPointError(
-                    f"loss is {loss} at epoch {epoch_str}, iteration {it} "
-                    f"(global iteration {self.global_iter}); the last good "
-                    f"checkpoint is {cu.get_last_checkpoint(cfg.OUTPUT_DIR)}"
-                )
-            monitor.update(int(failed))
-            compute_time = time.perf_counter() - tic - data_time
-            top = (None, None) if cfg.DATA.MULTI_LABEL else (top1, top5)
-            shape_str = f"{shape.batch_size}x{shape.num_frames}x{shape.crop_size}"
-            meter.add(loss, shape.batch_size, data_time, compute_time, *top, shape_str)
-            self.global_iter += 1
-            if (it + 1) % cfg.LOG_PERIOD == 0:
-                line = meter.iter_stats(epoch_str, it, lr, shape_str)
-                log_json_stats(line, cfg.OUTPUT_DIR, self.rank)
-            if self.writer is not None:
-                step = self.global_iter
-                self.writer.add_scalar("Train/loss", loss, step)
-                self.writer.add_scalar("Train/lr", lr, step)
-                self.writer.add_scalar("Train/batch_size", shape.batch_size, step)
-            tic = time.perf_counter()
-        line = meter.epoch_stats(epoch_str, lr)
-        line["bad_videos"] = monitor.end_epoch(epoch)
-        log_json_stats(line, cfg.OUTPUT_DIR, self.rank)
-        if self.writer is not None:
-            self.writer.add_scalar("Train/epoch_loss", line["loss"], self.global_iter)
-
-    def _step(self, inputs, labels, num_failed) -> list[float]:
-        """One forward/backward/update.
-
-        The statistics are reduced over processes right after the forward
-        pass, so that a non-finite loss stops every process at the same
-        iteration, before any gradient all-reduce.
-
-        Returns:
-            [loss, top1_err, top5_err, failed videos] over all processes.
-        """
-        inputs = [x.to(self.device, non_blocking=True) for x in inputs]
-        labels = labels.to(self.device, non_blocking=True)
-        with self.autocast():
-            preds = self.model(inputs)
-            loss = self.loss_fn(preds.float(), labels)
-        stats = self._reduce_stats(loss.detach(), preds.detach(), labels, num_failed)
-        if not math.isfinite(stats[0]):
-            return stats
-        self.optimizer.zero_grad(set_to_none=True)
-        clip = self.cfg.SOLVER.CLIP_GRAD_L2NORM
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            if clip:
-                self.scaler.unscale_(self.optimizer)
-                nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            loss.backward()
-            if clip:
-                nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-            self.optimizer.step()
-        return stats
-
-    def _reduce_stats(self, loss, preds, labels, num_failed) -> list[float]:
-        """[loss, top1_err, top5_err, failed videos] averaged/summed over processes."""
-        if self.cfg.DATA.MULTI_LABEL:
-            top1, top5 = 0.0, 0.0
-        else:
-            top1, top5 = topk_errors(preds.float(), labels, (1, 5))
-        failed = float(torch.as_tensor(num_failed).sum())
-        stats = torch.tensor([loss.item(), top1, top5, failed], dtype=torch.float64)
-        if self.world_size > 1:
-            stats = stats.to(self.device)
-            dist.all_reduce(stats)
-            stats[:3] /= self.world_size
-        return stats.cpu().tolist()
-
-    # ----------------------------------------------------------- epoch ends
-    def precise_bn(self, epoch: int) -> None:
-        """Recomputes BN statistics at the base shape (BN.USE_PRECISE_STATS).
-
-        Args:
-            epoch: the finished epoch (selects the clips used).
-        """
-        loader = self.precise_loader
-        loader.batch_sampler.set_epoch(epoch)
-        if self.bn is not None:
-            self.bn.apply(1, 1)
-        device = self.device
-
-        def inputs():
-            for batch, *_ in loader:
-                yield [x.to(device) for x in batch]
-
-        num = min(self.cfg.BN.NUM_BATCHES_PRECISE, len(loader))
-        update_bn_stats(self.net, inputs(), num)
-
-    def sync_buffers(self) -> None:
-        """Averages BN running statistics over processes (they drift apart)."""
-        if self.world_size == 1:
-            return
-        with torch.no_grad():
-            for buf in self.net.buffers():
-                if buf.is_floating_point():
-                    dist.all_reduce(buf)
-                    buf /= self.world_size
-
-    def validate(self, epoch: int) -> dict:
-        """One view per video of the val split; logs and returns the metrics."""
-        metrics, _, _ = evaluate(
-            self.net, self.val_loader, self.cfg, self.device, self.autocast
-        )
-        stats = {
-            "_type": "val_epoch",
-            "epoch": f"{epoch + 1}/{self.schedule.max_epoch}",
-        }
-        stats.update(metrics)
-        log_json_stats(stats, self.cfg.OUTPUT_DIR, self.rank)
-        if self.writer is not None:
-            for key in ("top1_err", "top5_err", "map"):
-                if key in metrics:
-                    self.writer.add_scalar(f"Val/{key}", metrics[key], self.global_iter)
-        return metrics
 
 
 def train(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> None:

@@ -1,0 +1,304 @@
+"""The hooks of a training run: everything around the step, one job each.
+
+``Trainer.build_hooks`` lists a run's hooks in the order they act; that list
+reads as the run's table of contents:
+
+1. ``ScheduleHook``: the epoch's batches and shapes, each iteration's LR and
+   BN grouping (the one multigrid schedule drives all three).
+2. ``NonFiniteGuard``: stops the run at the first non-finite loss.
+3. ``BadDataHook``: counts videos that failed to load; fails past the bound.
+4. ``JsonMetricsWriter``: the ``train_iter`` / ``train_epoch`` lines.
+5. ``PreciseBNHook``, ``BufferSyncHook``, ``CheckpointHook``, ``EvalHook``:
+   the end of an epoch, when their periods say.
+6. ``TensorBoardWriter``: the same numbers for TensorBoard.
+
+A new hook (EMA, a profiler, ...) subclasses ``loop.HookBase`` and goes into
+that list; the loop does not change.
+"""
+
+import logging
+from typing import Callable, Optional
+
+import torch
+import torch.distributed as dist
+from fvcore.common.config import CfgNode
+from fvcore.nn.precise_bn import update_bn_stats
+from torch import nn
+
+from slowfast.datasets.bad_data import BadDataMonitor
+from slowfast.engine import runtime
+from slowfast.engine.evaluator import evaluate
+from slowfast.engine.loop import HookBase, LoopState
+from slowfast.engine.meters import TrainMeter
+from slowfast.engine.optimizer import set_lr
+from slowfast.engine.resume import save
+from slowfast.utils import checkpoint as cu
+from slowfast.utils.logging import log_json_stats
+
+logger = logging.getLogger(__name__)
+
+
+def is_due(epoch: int, period: int, max_epoch: int) -> bool:
+    """Whether an every-``period``-epochs action runs after ``epoch`` (and the last)."""
+    return (epoch + 1) % period == 0 or epoch + 1 == max_epoch
+
+
+def epoch_str(state: LoopState) -> str:
+    """``"3/18"``: the current epoch, counted from 1, of all."""
+    return f"{state.epoch + 1}/{state.max_epoch}"
+
+
+def shape_str(shape) -> str:
+    """``"128x2x45"``: global clips x frames x crop of an iteration's shape."""
+    return f"{shape.batch_size}x{shape.num_frames}x{shape.crop_size}"
+
+
+class ScheduleHook(HookBase):
+    """Selects each epoch's batches and sets each iteration's LR and BN groups.
+
+    Args:
+        schedule: the run's ``MultigridSchedule``.
+        batch_sampler: the training loader's ``GridBatchSampler``.
+        optimizer: whose LR is set.
+        bn: the ``BNGrouping`` (None: plain BN).
+        base_batch: ``TRAIN.BATCH_SIZE`` (for the epoch's log line).
+    """
+
+    def __init__(self, schedule, batch_sampler, optimizer, bn, base_batch: int):
+        self.schedule = schedule
+        self.batch_sampler = batch_sampler
+        self.optimizer = optimizer
+        self.bn = bn
+        self.base_batch = base_batch
+
+    def before_epoch(self, state: LoopState) -> None:
+        self.batch_sampler.set_epoch(state.epoch)
+        entry = self.schedule.entry_at(state.epoch)
+        logger.info(
+            "epoch %s, stage %d, shape %dx%dx%d, %d iterations",
+            epoch_str(state),
+            entry.lr_stage,
+            self.base_batch * entry.batch_factor,
+            entry.num_frames,
+            entry.crop_size,
+            state.iters_in_epoch,
+        )
+        state.lr = self.schedule.lr_at(state.epoch)
+
+    def before_step(self, state: LoopState) -> None:
+        sched, epoch, it = self.schedule, state.epoch, state.iter
+        shape = sched.iter_shape(epoch, it)
+        if state.batch_size != shape.per_proc_batch:
+            raise RuntimeError(
+                f"epoch {epoch_str(state)} iteration {it}: loader gave "
+                f"{state.batch_size} clips, schedule expects {shape.per_proc_batch}"
+            )
+        if self.bn is not None:
+            self.bn.apply(shape.bn_splits, sched.bn_sync_size(epoch))
+        state.shape = shape
+        state.lr = sched.lr_at(epoch + it / state.iters_in_epoch)
+        set_lr(self.optimizer, state.lr)
+
+
+class NonFiniteGuard(HookBase):
+    """Stops the run at a non-finite loss (every process at the same step).
+
+    Args:
+        output_dir: where the last good checkpoint is looked up for the message.
+    """
+
+    def __init__(self, output_dir: str):
+        self.output_dir = output_dir
+
+    def after_step(self, state: LoopState) -> None:
+        if not state.stats.applied:
+            raise FloatingPointError(
+                f"loss is {state.stats.loss} at epoch {epoch_str(state)}, "
+                f"iteration {state.iter} (global iteration {state.global_iter}); "
+                f"the last good checkpoint is "
+                f"{cu.get_last_checkpoint(self.output_dir)}"
+            )
+
+
+class BadDataHook(HookBase):
+    """Counts videos that failed to load; fails past ``max_fraction`` of them."""
+
+    def __init__(self, dataset_size: int, max_fraction: float):
+        self.dataset_size, self.max_fraction = dataset_size, max_fraction
+        self.monitor: Optional[BadDataMonitor] = None
+
+    def before_epoch(self, state: LoopState) -> None:
+        self.monitor = BadDataMonitor(self.dataset_size, self.max_fraction)
+
+    def after_step(self, state: LoopState) -> None:
+        self.monitor.update(int(state.stats.failed))
+
+    def after_epoch(self, state: LoopState) -> None:
+        state.extras["bad_videos"] = self.monitor.end_epoch(state.epoch)
+
+
+class JsonMetricsWriter(HookBase):
+    """Writes ``train_iter`` lines every ``log_period`` steps and ``train_epoch``.
+
+    Args:
+        output_dir: OUTPUT_DIR (``json_stats.log``).
+        rank: global rank (rank 0 writes).
+        log_period: steps between ``train_iter`` lines.
+        iters_after: ``epoch -> iterations in the later epochs`` (ETA).
+        multi_label: no top-k errors.
+    """
+
+    def __init__(
+        self,
+        output_dir: str,
+        rank: int,
+        log_period: int,
+        iters_after: Callable[[int], int],
+        multi_label: bool,
+    ):
+        self.output_dir, self.rank = output_dir, rank
+        self.log_period = log_period
+        self.iters_after = iters_after
+        self.multi_label = multi_label
+        self.meter: Optional[TrainMeter] = None
+
+    def before_epoch(self, state: LoopState) -> None:
+        self.meter = TrainMeter(
+            self.log_period, state.iters_in_epoch, self.iters_after(state.epoch)
+        )
+
+    def after_step(self, state: LoopState) -> None:
+        stats, shape = state.stats, state.shape
+        top = (None, None) if self.multi_label else (stats.top1_err, stats.top5_err)
+        self.meter.add(
+            stats.loss,
+            shape.batch_size,
+            state.data_time,
+            state.compute_time,
+            *top,
+            shape_str(shape),
+        )
+        if (state.iter + 1) % self.log_period == 0:
+            line = self.meter.iter_stats(
+                epoch_str(state), state.iter, state.lr, shape_str(shape)
+            )
+            log_json_stats(line, self.output_dir, self.rank)
+
+    def after_epoch(self, state: LoopState) -> None:
+        line = self.meter.epoch_stats(epoch_str(state), state.lr)
+        line["bad_videos"] = state.extras.pop("bad_videos", 0)
+        state.epoch_stats = line
+        log_json_stats(line, self.output_dir, self.rank)
+
+
+class PreciseBNHook(HookBase):
+    """Recomputes BN statistics at the base shape (BN.USE_PRECISE_STATS).
+
+    Runs after the epochs for which ``due(epoch)`` holds, with the training
+    RNG states put aside, so that a resumed run draws the same numbers.
+    """
+
+    def __init__(self, model, loader, bn, num_batches: int, device, due):
+        self.model, self.loader, self.bn = model, loader, bn
+        self.num_batches, self.device, self.due = num_batches, device, due
+
+    def after_epoch(self, state: LoopState) -> None:
+        if not self.due(state.epoch):
+            return
+        with runtime.preserved_rng():
+            self.loader.batch_sampler.set_epoch(state.epoch)
+            if self.bn is not None:
+                self.bn.apply(1, 1)
+            device = self.device
+
+            def inputs():
+                for batch, *_ in self.loader:
+                    yield [x.to(device) for x in batch]
+
+            num = min(self.num_batches, len(self.loader))
+            update_bn_stats(self.model, inputs(), num)
+
+
+class BufferSyncHook(HookBase):
+    """Averages BN running statistics over processes (they drift apart)."""
+
+    def __init__(self, model: nn.Module, world_size: int, due):
+        self.model, self.world_size, self.due = model, world_size, due
+
+    def after_epoch(self, state: LoopState) -> None:
+        if self.world_size == 1 or not self.due(state.epoch):
+            return
+        with torch.no_grad():
+            for buf in self.model.buffers():
+                if buf.is_floating_point():
+                    dist.all_reduce(buf)
+                    buf /= self.world_size
+
+
+class CheckpointHook(HookBase):
+    """Saves model, optimizer, scaler and every process's RNG states."""
+
+    def __init__(self, cfg: CfgNode, model, optimizer, scaler, rank, world_size):
+        self.cfg, self.model = cfg, model
+        self.optimizer, self.scaler = optimizer, scaler
+        self.rank, self.world_size = rank, world_size
+
+    def after_epoch(self, state: LoopState) -> None:
+        if not is_due(state.epoch, self.cfg.TRAIN.CHECKPOINT_PERIOD, state.max_epoch):
+            return
+        rng = runtime.get_rng_state()
+        save(
+            self.cfg,
+            self.model,
+            self.optimizer,
+            self.scaler,
+            state.epoch,
+            rng,
+            self.rank,
+            self.world_size,
+        )
+
+
+class EvalHook(HookBase):
+    """One view per video of the val split, every TRAIN.EVAL_PERIOD epochs."""
+
+    def __init__(self, cfg: CfgNode, model, loader, device, autocast, rank):
+        self.cfg, self.model, self.loader = cfg, model, loader
+        self.device, self.autocast, self.rank = device, autocast, rank
+
+    def after_epoch(self, state: LoopState) -> None:
+        if not is_due(state.epoch, self.cfg.TRAIN.EVAL_PERIOD, state.max_epoch):
+            return
+        with runtime.preserved_rng():
+            metrics, _, _ = evaluate(
+                self.model, self.loader, self.cfg, self.device, self.autocast
+            )
+        stats = {"_type": "val_epoch", "epoch": epoch_str(state)}
+        stats.update(metrics)
+        log_json_stats(stats, self.cfg.OUTPUT_DIR, self.rank)
+        state.val_metrics = metrics
+
+
+class TensorBoardWriter(HookBase):
+    """Train loss, LR and batch size per step; epoch loss and val metrics."""
+
+    def __init__(self, log_dir: str, purge_step: int):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir, purge_step=purge_step)
+
+    def after_step(self, state: LoopState) -> None:
+        step = state.global_iter + 1
+        self.writer.add_scalar("Train/loss", state.stats.loss, step)
+        self.writer.add_scalar("Train/lr", state.lr, step)
+        self.writer.add_scalar("Train/batch_size", state.shape.batch_size, step)
+
+    def after_epoch(self, state: LoopState) -> None:
+        step = state.global_iter
+        self.writer.add_scalar("Train/epoch_loss", state.epoch_stats["loss"], step)
+        for key in ("top1_err", "top5_err", "map"):
+            if state.val_metrics and key in state.val_metrics:
+                self.writer.add_scalar(f"Val/{key}", state.val_metrics[key], step)
+
+    def after_train(self, state: LoopState) -> None:
+        self.writer.close()

@@ -1,0 +1,97 @@
+"""One training step: to device, autocast, loss, statistics, backward, update."""
+
+import math
+from typing import Callable, ContextManager, Optional
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from slowfast.engine.loop import StepStats
+from slowfast.engine.metrics import topk_errors
+
+
+class TrainStep:
+    """``step(batch) -> StepStats`` for :class:`~slowfast.engine.loop.TrainLoop`.
+
+    The statistics are reduced over processes right after the forward pass,
+    so that a non-finite loss skips the update on every process at the same
+    iteration, before any gradient all-reduce (the guard hook then stops the
+    run).
+
+    Args:
+        model: the model (DDP-wrapped when ``world_size > 1``).
+        optimizer: its optimizer.
+        loss_fn: ``loss_fn(preds, labels)``.
+        device: where the model is.
+        autocast: zero-argument callable giving the forward pass's precision
+            context.
+        scaler: a GradScaler (fp16 on GPU), or None.
+        clip_grad_norm: clip the gradients' L2 norm to this (None or 0: no).
+        multi_label: labels are multi-hot (no top-k errors).
+        world_size: number of processes.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        loss_fn: Callable,
+        device: torch.device,
+        autocast: Callable[[], ContextManager],
+        scaler: Optional[object] = None,
+        clip_grad_norm: Optional[float] = None,
+        multi_label: bool = False,
+        world_size: int = 1,
+    ) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.device = device
+        self.autocast = autocast
+        self.scaler = scaler
+        self.clip = clip_grad_norm
+        self.multi_label = multi_label
+        self.world_size = world_size
+
+    def __call__(self, batch) -> StepStats:
+        """Trains on one ``(inputs, labels, indices, extras)`` batch."""
+        inputs, labels, _index, extras = batch
+        inputs = [x.to(self.device, non_blocking=True) for x in inputs]
+        labels = labels.to(self.device, non_blocking=True)
+        with self.autocast():
+            preds = self.model(inputs)
+            loss = self.loss_fn(preds.float(), labels)
+        stats = self.reduce(loss.detach(), preds.detach(), labels, extras["num_failed"])
+        if not math.isfinite(stats.loss):
+            stats.applied = False
+            return stats
+        self.optimizer.zero_grad(set_to_none=True)
+        params = self.model.parameters
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            if self.clip:
+                self.scaler.unscale_(self.optimizer)
+                nn.utils.clip_grad_norm_(params(), self.clip)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            if self.clip:
+                nn.utils.clip_grad_norm_(params(), self.clip)
+            self.optimizer.step()
+        return stats
+
+    def reduce(self, loss, preds, labels, num_failed) -> StepStats:
+        """Loss and errors averaged, failed videos summed, over processes."""
+        if self.multi_label:
+            top1, top5 = 0.0, 0.0
+        else:
+            top1, top5 = topk_errors(preds.float(), labels, (1, 5))
+        failed = float(torch.as_tensor(num_failed).sum())
+        stats = torch.tensor([loss.item(), top1, top5, failed], dtype=torch.float64)
+        if self.world_size > 1:
+            stats = stats.to(self.device)
+            dist.all_reduce(stats)
+            stats[:3] /= self.world_size
+        return StepStats(*stats.cpu().tolist())

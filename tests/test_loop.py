@@ -1,0 +1,192 @@
+"""Tests of the training loop and its hooks with fake steps and loaders."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from slowfast.config import load_config
+from slowfast.engine.bn_grouping import BNGrouping
+from slowfast.engine.hooks import NonFiniteGuard, ScheduleHook
+from slowfast.engine.loop import HookBase, StepStats, TrainLoop
+from slowfast.engine.step import TrainStep
+from slowfast.models.norm import SubBatchNorm3d
+from slowfast.multigrid import MultigridSchedule
+
+DATASET_SIZE = 96
+
+
+def _schedule(*opts):
+    cfg = load_config(
+        opts=[
+            "MULTIGRID.LONG_CYCLE", "True", "MULTIGRID.SHORT_CYCLE", "True",
+            "TRAIN.BATCH_SIZE", "2", "DATA.NUM_FRAMES", "8",
+            "DATA.TRAIN_CROP_SIZE", "32", "DATA.TRAIN_JITTER_SCALES", "[40, 48]",
+            "MULTIGRID.BN_BASE_SIZE", "2",
+            "SOLVER.LR_POLICY", "steps_with_relative_lrs", "SOLVER.BASE_LR", "0.1",
+            "SOLVER.STEPS", "[0, 6, 8]", "SOLVER.LRS", "[1, 0.1, 0.01]",
+            "SOLVER.MAX_EPOCH", "10", "SOLVER.WARMUP_EPOCHS", "1.0",
+            "SOLVER.WARMUP_START_LR", "0.01", *opts,
+        ]
+    )  # fmt: skip
+    return MultigridSchedule.from_cfg(cfg, num_procs=1)
+
+
+class _Sampler:
+    """Records the epoch the schedule hook selects."""
+
+    def __init__(self):
+        self.epochs = []
+
+    def set_epoch(self, epoch):
+        self.epochs.append(epoch)
+
+
+class _Loader:
+    """Batches of the sizes the schedule plans for the sampler's epoch."""
+
+    def __init__(self, schedule, sampler, extra=0):
+        self.schedule, self.sampler, self.extra = schedule, sampler, extra
+
+    def __iter__(self):
+        epoch = self.sampler.epochs[-1]
+        iters = self.schedule.iters_in_epoch(epoch, DATASET_SIZE) + self.extra
+        for it in range(iters):
+            size = self.schedule.iter_shape(epoch, min(it, iters - 1)).per_proc_batch
+            yield [torch.zeros(size, 1)], torch.zeros(size), None, {"num_failed": 0}
+
+
+class _CountingGrouping(BNGrouping):
+    """A BN grouping that counts the times it actually regroups."""
+
+    def __init__(self, model):
+        super().__init__(model, {1}, world_size=1, rank=0)
+        self.changes = 0
+
+    def apply(self, num_splits, sync_size):
+        before = self._state
+        super().apply(num_splits, sync_size)
+        self.changes += self._state != before
+
+
+class _Events(HookBase):
+    def __init__(self, log):
+        self.log = log
+
+    def before_epoch(self, state):
+        self.log.append(("before_epoch", state.epoch))
+
+    def after_step(self, state):
+        self.log.append(("after_step", state.epoch, state.iter))
+
+    def after_epoch(self, state):
+        self.log.append(("after_epoch", state.epoch))
+
+    def after_train(self, state):
+        self.log.append(("after_train",))
+
+
+def test_loop_sets_the_schedules_lr_and_regroups_bn_only_on_shape_changes():
+    sched = _schedule()
+    sampler = _Sampler()
+    param = nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([param], lr=1.0)
+    bn_model = nn.Sequential(SubBatchNorm3d(2))
+    grouping = _CountingGrouping(bn_model)
+    seen = []
+
+    def step(batch):
+        seen.append(optimizer.param_groups[0]["lr"])
+        return StepStats(loss=1.0, top1_err=0.0, top5_err=0.0, failed=0.0)
+
+    events = []
+    hooks = [ScheduleHook(sched, sampler, optimizer, grouping, 2), _Events(events)]
+    loop = TrainLoop(
+        step,
+        _Loader(sched, sampler),
+        lambda e: sched.iters_in_epoch(e, DATASET_SIZE),
+        hooks,
+    )
+    state = loop.run(0, sched.max_epoch)
+
+    planned, groupings = [], []
+    for epoch in range(sched.max_epoch):
+        iters = sched.iters_in_epoch(epoch, DATASET_SIZE)
+        for it in range(iters):
+            planned.append(sched.lr_at(epoch + it / iters))
+            shape = sched.iter_shape(epoch, it)
+            groupings.append((shape.bn_splits, sched.bn_sync_size(epoch)))
+    assert seen == planned and len(set(seen)) > 5
+    assert state.global_iter == len(planned)
+    assert sampler.epochs == list(range(sched.max_epoch))
+    transitions = 1 + sum(a != b for a, b in zip(groupings, groupings[1:]))
+    assert grouping.changes == transitions < len(groupings)
+    assert events[0] == ("before_epoch", 0) and events[-1] == ("after_train",)
+    assert events.count(("after_epoch", 3)) == 1
+
+
+def test_loop_refuses_a_loader_that_disagrees_with_the_schedule():
+    sched = _schedule()
+    sampler = _Sampler()
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    events = []
+    loop = TrainLoop(
+        lambda batch: StepStats(1.0, 0.0, 0.0, 0.0),
+        _Loader(sched, sampler, extra=1),
+        lambda e: sched.iters_in_epoch(e, DATASET_SIZE),
+        [ScheduleHook(sched, sampler, optimizer, None, 2), _Events(events)],
+    )
+    with pytest.raises(RuntimeError, match="epoch 1: the loader gave"):
+        loop.run(0, 2)
+    assert ("after_epoch", 0) not in events and events[-1] == ("after_train",)
+
+
+class _Toy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, inputs):
+        return self.fc(inputs[0])
+
+
+def test_non_finite_loss_stops_before_any_gradient(tmp_path):
+    model = _Toy()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = iter([1.0, float("nan")])
+
+    def loss_fn(preds, labels):
+        return preds.sum() + next(losses)
+
+    step = TrainStep(model, optimizer, loss_fn, torch.device("cpu"), _null_context)
+    batch = ([torch.ones(2, 3)], torch.zeros(2, dtype=torch.long), None, {})
+    batch[3]["num_failed"] = torch.zeros(2)
+    first = step(batch)
+    assert first.applied and math.isfinite(first.loss)
+    after_first = [p.detach().clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    second = step(batch)
+    assert not second.applied and math.isnan(second.loss)
+    assert all(p.grad is None for p in model.parameters())  # no backward ran
+    for p, q in zip(model.parameters(), after_first):
+        assert torch.equal(p, q)
+    assert any(not torch.equal(p, q) for p, q in zip(after_first, before))
+
+    events = []
+    loop = TrainLoop(
+        lambda b: StepStats(float("inf"), 0.0, 0.0, 0.0, applied=False),
+        [batch, batch],
+        lambda e: 2,
+        [NonFiniteGuard(str(tmp_path)), _Events(events)],
+    )
+    with pytest.raises(FloatingPointError, match=r"loss is inf .* iteration 0"):
+        loop.run(0, 1)
+    assert not any(e[0] == "after_step" for e in events)  # the guard acted first
+
+
+def _null_context():
+    import contextlib
+
+    return contextlib.nullcontext()
