@@ -163,7 +163,9 @@ def test_non_finite_loss_stops_before_any_gradient(tmp_path):
     step = TrainStep(model, optimizer, loss_fn, torch.device("cpu"), _null_context)
     batch = ([torch.ones(2, 3)], torch.zeros(2, dtype=torch.long), None, {})
     batch[3]["num_failed"] = torch.zeros(2)
+    model.eval()  # as evaluation leaves it: the step trains in training mode
     first = step(batch)
+    assert model.training
     assert first.applied and math.isfinite(first.loss)
     after_first = [p.detach().clone() for p in model.parameters()]
     model.zero_grad(set_to_none=True)

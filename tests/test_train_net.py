@@ -1,6 +1,7 @@
 """Short training and test runs on generated Moving Digits data."""
 
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -277,3 +278,51 @@ def test_nan_loss_stops_with_iteration_and_keeps_last_checkpoint(
         train(cfg)
     assert "checkpoint_epoch_00001.pyth" in str(info.value)
     assert cu.get_last_checkpoint(str(tmp_path)).endswith("checkpoint_epoch_00001.pyth")
+
+
+class ToyVideoNet(torch.nn.Module):
+    """A model registered from outside the package: pooled pixels -> classes."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, cfg.MODEL.NUM_CLASSES)
+
+    def forward(self, inputs):
+        return self.fc(inputs[0].mean(dim=(2, 3, 4)))
+
+
+def halving(epoch, *, base_lr, max_epoch):
+    """An LR policy registered from outside the package: halves every epoch."""
+    return base_lr * 0.5 ** int(epoch)
+
+
+def test_model_and_lr_policy_registered_from_outside_train_through_run_net(
+    demo_data, tmp_path
+):
+    from slowfast.models import MODEL_REGISTRY
+    from slowfast.solver import LR_POLICY_REGISTRY
+
+    from .tool_utils import load_tool
+
+    if "ToyVideoNet" not in MODEL_REGISTRY:
+        MODEL_REGISTRY.register(ToyVideoNet)
+    if "halving" not in LR_POLICY_REGISTRY:
+        LR_POLICY_REGISTRY.register(halving)
+    out = tmp_path / "toy"
+    extra = [
+        "MODEL.MODEL_NAME", "ToyVideoNet", "SOLVER.LR_POLICY", "halving",
+        "SOLVER.BASE_LR", "0.4", "SOLVER.WARMUP_EPOCHS", "0.0",
+        "SOLVER.MAX_EPOCH", "3", "TEST.ENABLE", "False", "BN.USE_PRECISE_STATS",
+        "False", "TRAIN.BATCH_SIZE", "2", "SOLVER.STEPS", "[]",
+    ]  # fmt: skip
+    argv = ["--cfg", os.path.join(DEMO, "Kinetics_I3D_tiny.yaml")]
+    argv += _opts(demo_data / "kinetics", out, extra)
+    assert load_tool("run_net.py").main(argv) == 0
+    stats = [
+        json.loads(line) for line in (out / "json_stats.log").read_text().splitlines()
+    ]
+    lrs = [s["lr"] for s in stats if s["_type"] == "train_epoch"]
+    assert lrs == [0.4, 0.2, 0.1]
+    assert any(s["_type"] == "val_epoch" for s in stats)
+    saved = torch.load(glob.glob(str(out / "checkpoints" / "*.pyth"))[-1])
+    assert set(saved["model_state"]) == {"fc.weight", "fc.bias"}

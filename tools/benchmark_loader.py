@@ -307,7 +307,7 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
             base, shapes, args.warmup, args.iters, args.memory_format
         )
         print(
-            f"\nModel alone ({base.MODEL.ARCH}, synthetic batches, forward + "
+            f"\nModel alone ({base.MODEL.MODEL_NAME}, synthetic batches, forward + "
             f"backward + SGD, {torch.get_num_threads()} threads, shapes "
             f"round-robin, median of {args.iters} steps after {args.warmup}; "
             "GFLOP/clip: fvcore forward; GFLOP/s: 3 x forward; efficiency: "

@@ -178,13 +178,12 @@ def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
         planned.append(PlannedRun(run, run_dir, common + opts, cfg, schedule))
     if not args.dry_run:  # the trainer's own early checks, before any work
         from slowfast.datasets.build import dataset_size
-        from slowfast.utils.model_stats import network_stride
+        from slowfast.models import describe_model
 
         size = dataset_size(base, "train")
         for p in planned:
-            multi_pathway = p.cfg.MODEL.ARCH in p.cfg.MODEL.MULTI_PATHWAY_ARCH
-            alpha = p.cfg.SLOWFAST.ALPHA if multi_pathway else 1
-            p.schedule.validate(network_stride(p.cfg), min_frames=alpha)
+            info = describe_model(p.cfg)
+            p.schedule.validate(info.spatial_stride, min_frames=info.min_frames)
             try:
                 check_epochs_have_iterations(p.schedule, size)
             except ValueError as err:

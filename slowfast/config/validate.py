@@ -6,11 +6,8 @@ from slowfast.multigrid.shapes import JITTER_SCALE_MODES
 
 _CHOICES = {
     "MODEL.ARCH": ("c2d", "i3d", "slow", "slowfast"),
-    "MODEL.MODEL_NAME": ("ResNet", "SlowFast"),
-    "MODEL.LOSS_FUNC": ("cross_entropy", "bce_logit", "bce", "soft_cross_entropy"),
     "MODEL.HEAD_ACT": ("softmax", "sigmoid", "none"),
     "BN.NORM_TYPE": ("batchnorm", "sub_batchnorm", "sync_batchnorm"),
-    "SOLVER.LR_POLICY": ("cosine", "steps_with_relative_lrs", "steps", "constant"),
     "SOLVER.OPTIMIZING_METHOD": ("sgd",),
     "DATA.ENSEMBLE_METHOD": ("sum", "max"),
     "DATA.DECODING_BACKEND": ("pyav", "frames"),
@@ -49,6 +46,23 @@ _POSITIVE = (
 )
 
 
+def _registered_choices() -> dict:
+    """Names the registries own: models, losses and LR policies.
+
+    Imported here, not at module level, so that loading a config does not
+    import the model code until a config is validated.
+    """
+    from slowfast.engine.losses import LOSS_REGISTRY
+    from slowfast.models import MODEL_REGISTRY
+    from slowfast.solver import lr_policy_names
+
+    return {
+        "MODEL.MODEL_NAME": tuple(sorted(name for name, _ in MODEL_REGISTRY)),
+        "MODEL.LOSS_FUNC": tuple(sorted(name for name, _ in LOSS_REGISTRY)),
+        "SOLVER.LR_POLICY": lr_policy_names(),
+    }
+
+
 def _get(cfg: CfgNode, key: str):
     node = cfg
     for part in key.split("."):
@@ -70,7 +84,7 @@ def validate_cfg(cfg: CfgNode) -> None:
     Raises:
         ValueError: one line naming the first bad key and value.
     """
-    for key, choices in _CHOICES.items():
+    for key, choices in {**_CHOICES, **_registered_choices()}.items():
         value = _get(cfg, key)
         _check(value in choices, key, value, f"must be one of {list(choices)}")
     for key in _POSITIVE:

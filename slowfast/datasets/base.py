@@ -43,6 +43,7 @@ from slowfast.datasets.transforms import (
     pack_pathways,
     spatial_transform,
 )
+from slowfast.models.describe import describe_model
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class VideoDataset(Dataset):
         self.base_grid = SamplingGrid.from_shape(
             cfg, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
         )
-        self._multi_pathway = cfg.MODEL.ARCH in cfg.MODEL.MULTI_PATHWAY_ARCH
+        self._model = describe_model(cfg)
         loader = cfg.DATA_LOADER
         self._threads = (
             loader.DECODE_THREADS if loader.ENABLE_MULTI_THREAD_DECODE else None
@@ -261,7 +262,7 @@ class VideoDataset(Dataset):
         out = spatial_transform(frames, short_side, crop, spatial_idx, flip, rng)
         data = self.cfg.DATA
         out = normalize(out, data.MEAN, data.STD, data.REVERSE_INPUT_CHANNEL)
-        return pack_pathways(out, self._multi_pathway, self.cfg.SLOWFAST.ALPHA)
+        return pack_pathways(out, self._model.num_pathways > 1, self._model.alpha)
 
     def _report(self, index: int, err: DecodeError) -> None:
         if err.path not in self._reported:

@@ -1,32 +1,53 @@
-"""Loss functions selected by MODEL.LOSS_FUNC."""
+"""Loss functions selected by MODEL.LOSS_FUNC, by registry.
+
+A new loss is one function ``f(scores, targets) -> scalar`` decorated with
+``@LOSS_REGISTRY.register()``; its name is the MODEL.LOSS_FUNC value.
+"""
 
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from fvcore.common.registry import Registry
+
+LOSS_REGISTRY = Registry("LOSS")
+LOSS_REGISTRY.__doc__ = "Loss functions ``f(scores, targets) -> scalar`` by name."
 
 
-def _soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+@LOSS_REGISTRY.register()
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Softmax cross-entropy with integer class targets."""
+    return F.cross_entropy(logits, target)
+
+
+@LOSS_REGISTRY.register()
+def bce_logit(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy on logits (multi-label)."""
+    return F.binary_cross_entropy_with_logits(logits, target)
+
+
+@LOSS_REGISTRY.register()
+def bce(probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy on probabilities (multi-label)."""
+    return F.binary_cross_entropy(probs, target)
+
+
+@LOSS_REGISTRY.register()
+def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy against soft (probability) targets."""
     return torch.sum(-target * F.log_softmax(logits, dim=-1), dim=-1).mean()
-
-
-_LOSSES: dict = {
-    "cross_entropy": F.cross_entropy,
-    "bce_logit": F.binary_cross_entropy_with_logits,
-    "bce": F.binary_cross_entropy,
-    "soft_cross_entropy": _soft_cross_entropy,
-}
 
 
 def get_loss_func(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Returns the loss ``f(scores, targets) -> scalar`` named by MODEL.LOSS_FUNC.
 
     Args:
-        name: "cross_entropy", "bce_logit", "bce" or "soft_cross_entropy".
+        name: a name registered in ``LOSS_REGISTRY``.
 
     Returns:
         The loss function (mean over the batch).
     """
-    if name not in _LOSSES:
-        raise ValueError(f"MODEL.LOSS_FUNC = {name!r}: must be one of {list(_LOSSES)}")
-    return _LOSSES[name]
+    if name not in LOSS_REGISTRY:
+        known = sorted(k for k, _ in LOSS_REGISTRY)
+        raise ValueError(f"MODEL.LOSS_FUNC = {name!r}: must be one of {known}")
+    return LOSS_REGISTRY.get(name)

@@ -14,6 +14,9 @@ from slowfast.engine.metrics import topk_errors
 class TrainStep:
     """``step(batch) -> StepStats`` for :class:`~slowfast.engine.loop.TrainLoop`.
 
+    The model is put back in training mode first when a hook (evaluation,
+    precise BN) left it in eval mode.
+
     The statistics are reduced over processes right after the forward pass,
     so that a non-finite loss skips the update on every process at the same
     iteration, before any gradient all-reduce (the guard hook then stops the
@@ -57,6 +60,8 @@ class TrainStep:
     def __call__(self, batch) -> StepStats:
         """Trains on one ``(inputs, labels, indices, extras)`` batch."""
         inputs, labels, _index, extras = batch
+        if not self.model.training:  # evaluation and precise BN leave eval mode
+            self.model.train()
         inputs = [x.to(self.device, non_blocking=True) for x in inputs]
         labels = labels.to(self.device, non_blocking=True)
         with self.autocast():

@@ -33,12 +33,12 @@ from slowfast.engine.losses import get_loss_func
 from slowfast.engine.optimizer import construct_optimizer
 from slowfast.engine.resume import resume_or_init
 from slowfast.engine.step import TrainStep
-from slowfast.models import build_model
+from slowfast.models import build_model, describe_model
 from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.utils.distributed import procs_per_machine
 from slowfast.utils.logging import setup_logging
-from slowfast.utils.model_stats import log_model_info, network_stride
+from slowfast.utils.model_stats import log_model_info
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +63,8 @@ class Trainer:
         self.autocast = runtime.autocast_factory(cfg, self.device)
 
         self.schedule = MultigridSchedule.from_cfg(cfg, num_procs=world_size)
-        multi_pathway = cfg.MODEL.ARCH in cfg.MODEL.MULTI_PATHWAY_ARCH
-        self.schedule.validate(
-            min_crop=network_stride(cfg),
-            min_frames=cfg.SLOWFAST.ALPHA if multi_pathway else 1,
-        )
+        info = describe_model(cfg)
+        self.schedule.validate(min_crop=info.spatial_stride, min_frames=info.min_frames)
 
         model = build_model(cfg)
         if self.is_master and cfg.LOG_MODEL_INFO:

@@ -5,6 +5,7 @@ torchvision.
 """
 
 from slowfast.models.build import MODEL_REGISTRY, build_model
+from slowfast.models.describe import ModelInfo, describe_model
 from slowfast.models.norm import (
     SubBatchNorm3d,
     get_norm,
@@ -16,10 +17,12 @@ from slowfast.models.slowfast import SlowFast
 
 __all__ = [
     "MODEL_REGISTRY",
+    "ModelInfo",
     "ResNet",
     "SlowFast",
     "SubBatchNorm3d",
     "build_model",
+    "describe_model",
     "get_norm",
     "set_bn_process_group",
     "set_bn_splits",

@@ -9,6 +9,7 @@ from torch import nn
 from slowfast.models.arch import arch_layout, per_pathway
 from slowfast.models.blocks import PathwayStage, ResStage
 from slowfast.models.build import MODEL_REGISTRY
+from slowfast.models.describe import ModelInfo, resnet_spatial_stride
 from slowfast.models.fusion import FuseFastToSlow
 from slowfast.models.init import init_weights
 from slowfast.models.memory_format import uses_channels_last_3d
@@ -30,6 +31,17 @@ class SlowFast(nn.Module):
     """
 
     num_pathways = 2
+
+    @classmethod
+    def describe(cls, cfg: CfgNode) -> ModelInfo:
+        """Slow and fast pathways: clips need SLOWFAST.ALPHA frames at least."""
+        alpha = cfg.SLOWFAST.ALPHA
+        return ModelInfo(
+            num_pathways=2,
+            alpha=alpha,
+            spatial_stride=resnet_spatial_stride(cfg),
+            min_frames=alpha,
+        )
 
     def __init__(self, cfg: CfgNode) -> None:
         super().__init__()

@@ -1,22 +1,24 @@
-"""Learning-rate policies (pure functions of explicit values)."""
+"""Learning-rate policies (pure functions of explicit values), by registry."""
 
 from slowfast.solver.lr_policy import (
-    POLICIES,
+    LR_POLICY_REGISTRY,
     LrPolicy,
     constant,
     cosine,
     linear_warmup,
+    lr_policy_names,
     step_index,
     steps,
     steps_with_relative_lrs,
 )
 
 __all__ = [
-    "POLICIES",
+    "LR_POLICY_REGISTRY",
     "LrPolicy",
     "constant",
     "cosine",
     "linear_warmup",
+    "lr_policy_names",
     "step_index",
     "steps",
     "steps_with_relative_lrs",

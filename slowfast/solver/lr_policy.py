@@ -1,6 +1,11 @@
 """Learning-rate policies as pure functions of explicit values.
 
-Each policy maps a (fractional) epoch to a learning rate. ``linear_warmup``
+Each policy maps a (fractional) epoch to a learning rate. A policy is one
+function registered with ``@LR_POLICY_REGISTRY.register()``: its name is the
+SOLVER.LR_POLICY value, its first argument the epoch, and its keyword-only
+arguments are taken by name from the run's :class:`LrPolicy` values
+(``base_lr``, ``max_epoch``, ``steps``, ``lrs``, ``gamma``, ``step_size``,
+``end_lr``). ``linear_warmup``
 wraps any policy with PySlowFast's linear warm-up::
 
     lr = start + (policy(WARMUP_EPOCHS) - start) * epoch / WARMUP_EPOCHS
@@ -12,11 +17,20 @@ reads a config: callers pass the values.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Sequence, Tuple
 
-POLICIES = ("steps_with_relative_lrs", "steps", "cosine", "constant")
+from fvcore.common.registry import Registry
+
+LR_POLICY_REGISTRY = Registry("LR_POLICY")
+LR_POLICY_REGISTRY.__doc__ = "LR policies ``f(epoch, *, <LrPolicy fields>)`` by name."
+
+
+def lr_policy_names() -> Tuple[str, ...]:
+    """The registered SOLVER.LR_POLICY values, sorted."""
+    return tuple(sorted(name for name, _ in LR_POLICY_REGISTRY))
 
 
 def step_index(epoch: float, steps: Sequence[float]) -> int:
@@ -38,6 +52,7 @@ def step_index(epoch: float, steps: Sequence[float]) -> int:
     return index
 
 
+@LR_POLICY_REGISTRY.register()
 def steps_with_relative_lrs(
     epoch: float, *, base_lr: float, steps: Sequence[float], lrs: Sequence[float]
 ) -> float:
@@ -55,6 +70,7 @@ def steps_with_relative_lrs(
     return base_lr * lrs[step_index(epoch, steps)]
 
 
+@LR_POLICY_REGISTRY.register()
 def steps(
     epoch: float,
     *,
@@ -85,6 +101,7 @@ def steps(
     return base_lr * gamma**decays
 
 
+@LR_POLICY_REGISTRY.register()
 def cosine(epoch: float, *, base_lr: float, end_lr: float, max_epoch: float) -> float:
     """Half-cosine from ``base_lr`` at epoch 0 to ``end_lr`` at ``max_epoch``.
 
@@ -101,6 +118,7 @@ def cosine(epoch: float, *, base_lr: float, end_lr: float, max_epoch: float) -> 
     return end_lr + (base_lr - end_lr) * (math.cos(math.pi * progress) + 1.0) * 0.5
 
 
+@LR_POLICY_REGISTRY.register()
 def constant(epoch: float, *, base_lr: float) -> float:
     """Constant LR.
 
@@ -144,7 +162,7 @@ class LrPolicy:
     """The LR policy of one run, with every value explicit.
 
     Attributes:
-        name: one of ``POLICIES``.
+        name: a name registered in ``LR_POLICY_REGISTRY``.
         base_lr: SOLVER.BASE_LR.
         max_epoch: epochs of the run (cosine's period).
         steps: stage start epochs (step policies).
@@ -168,9 +186,10 @@ class LrPolicy:
     warmup_start_lr: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.name not in POLICIES:
+        if self.name not in LR_POLICY_REGISTRY:
             raise ValueError(
-                f"SOLVER.LR_POLICY = {self.name!r}: must be one of {list(POLICIES)}"
+                f"SOLVER.LR_POLICY = {self.name!r}: must be one of "
+                f"{list(lr_policy_names())}"
             )
         steps_ = list(self.steps)
         if any(a > b for a, b in zip(steps_, steps_[1:])):
@@ -198,26 +217,13 @@ class LrPolicy:
         Returns:
             float: the learning rate.
         """
-        if self.name == "steps_with_relative_lrs":
-            return steps_with_relative_lrs(
-                epoch, base_lr=self.base_lr, steps=self.steps, lrs=self.lrs
-            )
-        if self.name == "steps":
-            return steps(
-                epoch,
-                base_lr=self.base_lr,
-                gamma=self.gamma,
-                steps=self.steps,
-                step_size=self.step_size,
-            )
-        if self.name == "cosine":
-            return cosine(
-                epoch,
-                base_lr=self.base_lr,
-                end_lr=self.end_lr,
-                max_epoch=self.max_epoch,
-            )
-        return constant(epoch, base_lr=self.base_lr)
+        fn = LR_POLICY_REGISTRY.get(self.name)
+        names = [
+            p.name
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        ]
+        return fn(epoch, **{name: getattr(self, name) for name in names})
 
     def __call__(self, epoch: float) -> float:
         """Returns the full LR at ``epoch``, warm-up included.

@@ -22,7 +22,7 @@ from fvcore.common.config import CfgNode
 
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.losses import get_loss_func
-from slowfast.models import build_model
+from slowfast.models import build_model, describe_model
 from slowfast.models.memory_format import uses_channels_last_3d
 from slowfast.models.norm import set_bn_splits
 from slowfast.multigrid.shapes import (
@@ -114,8 +114,9 @@ def synthetic_batch(cfg: CfgNode, shape: Shape) -> tuple:
     """Random inputs and labels of a shape, packed like the loader's."""
     size = (shape.batch, 3, shape.frames, shape.crop, shape.crop)
     fast = torch.randn(size)
-    if cfg.MODEL.ARCH in cfg.MODEL.MULTI_PATHWAY_ARCH:
-        slow_t = max(1, shape.frames // cfg.SLOWFAST.ALPHA)
+    info = describe_model(cfg)
+    if info.num_pathways > 1:
+        slow_t = max(1, shape.frames // info.alpha)
         inputs = [torch.randn(size[:2] + (slow_t,) + size[3:]), fast]
     else:
         inputs = [fast]

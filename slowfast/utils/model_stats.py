@@ -7,7 +7,7 @@ import torch
 from fvcore.common.config import CfgNode
 from torch import nn
 
-from slowfast.models.arch import STEM_SPATIAL_STRIDE
+from slowfast.models.describe import describe_model
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +31,9 @@ def num_pathways(cfg: CfgNode) -> int:
         cfg: the run's config.
 
     Returns:
-        int: 2 for MODEL.ARCH in MODEL.MULTI_PATHWAY_ARCH, else 1.
+        int: the model's ``describe_model(cfg).num_pathways``.
     """
-    return 2 if cfg.MODEL.ARCH in cfg.MODEL.MULTI_PATHWAY_ARCH else 1
+    return describe_model(cfg).num_pathways
 
 
 def pathway_inputs(
@@ -73,7 +73,7 @@ def pathway_inputs(
 
     if num_pathways(cfg) == 1:
         return [clip(channels[0], num_frames)]
-    alpha = cfg.SLOWFAST.ALPHA
+    alpha = describe_model(cfg).alpha
     if num_frames // alpha < 1:
         raise ValueError(
             f"{num_frames} frames give no slow-pathway frame with "
@@ -134,10 +134,7 @@ def network_stride(cfg: CfgNode) -> int:
     Returns:
         int: the spatial stride from input to final features.
     """
-    stride = STEM_SPATIAL_STRIDE
-    for stage in cfg.RESNET.SPATIAL_STRIDES:
-        stride *= int(stage[0])
-    return stride
+    return describe_model(cfg).spatial_stride
 
 
 def log_model_info(model: nn.Module, cfg: CfgNode, flops: bool = True) -> None:

@@ -1,0 +1,60 @@
+"""What the rest of the code needs to know about the configured model.
+
+The trainer, the datasets, model statistics, the multigrid checks and the
+tools ask :func:`describe_model` instead of reading ``MODEL.ARCH`` or
+``RESNET.*``. A registered model class tells by a ``describe(cfg)``
+classmethod returning :class:`ModelInfo`; a model without one gets the
+defaults (one pathway, any frame count, spatial stride 1).
+"""
+
+from dataclasses import dataclass
+
+from fvcore.common.config import CfgNode
+
+from slowfast.models.arch import STEM_SPATIAL_STRIDE
+from slowfast.models.build import MODEL_REGISTRY
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Facts about a configured model that the code around it uses.
+
+    Attributes:
+        num_pathways: input tensors the model takes (2 for SlowFast).
+        alpha: frames of the fast pathway per frame of the slow one
+            (SlowFast's ``SLOWFAST.ALPHA``; 1 with one pathway). Clips are
+            packed as ``[frames[::alpha], frames]`` for two pathways.
+        spatial_stride: input pixels per pixel of the final feature map;
+            smaller crops are rejected.
+        min_frames: fewest frames a clip may have.
+    """
+
+    num_pathways: int = 1
+    alpha: int = 1
+    spatial_stride: int = 1
+    min_frames: int = 1
+
+
+def resnet_spatial_stride(cfg: CfgNode) -> int:
+    """The stem's stride times the first-block stride of res2..res5 (32 usually)."""
+    stride = STEM_SPATIAL_STRIDE
+    for stage in cfg.RESNET.SPATIAL_STRIDES:
+        stride *= int(stage[0])
+    return stride
+
+
+def describe_model(cfg: CfgNode) -> ModelInfo:
+    """Describes the model ``cfg`` builds (``MODEL.MODEL_NAME``), without building it.
+
+    Args:
+        cfg: the run's config.
+
+    Returns:
+        ModelInfo: pathways, frame packing, spatial stride and minimum frames.
+    """
+    name = cfg.MODEL.MODEL_NAME
+    if name not in MODEL_REGISTRY:
+        known = sorted(k for k, _ in MODEL_REGISTRY)
+        raise ValueError(f"MODEL.MODEL_NAME = {name!r}: must be one of {known}")
+    describe = getattr(MODEL_REGISTRY.get(name), "describe", None)
+    return describe(cfg) if describe is not None else ModelInfo()
