@@ -1,5 +1,12 @@
 """Full-size models against the reference: params, state-dict layout, FLOPs.
 
+The reference's numbers and state-dict key lists are facts kept in this
+repository (``tests/data/reference``, copied from the reference material), so
+these tests run on any checkout: the models are built from our own configs
+(``configs/``) where we ship one for a reference config, and from the
+reference's YAML files in ``../shared/reference/configs`` for the others
+(those tests skip, saying so, where that folder is absent).
+
 Params and state dicts are checked for every reference config. fvcore FLOP
 counting runs a full-size forward pass, so by default it covers every model
 family (C2D, I3D, I3D-NL, Slow, SlowFast 8x8 and 4x16, SlowFast-NL) but skips
@@ -20,7 +27,7 @@ from slowfast.models import build_model
 from slowfast.utils.model_stats import gflops, params_count
 
 # Parameter counts and GFLOPs of one test view of the reference models
-# (copied from model_reference.json so that a change there is noticed).
+# (as in tests/data/reference/model_reference.json; a test checks they agree).
 REFERENCE = {
     "Kinetics/SLOWFAST_8x8_R50.yaml": (34566488, 66.07, (32, 256)),
     "Kinetics/I3D_8x8_R50.yaml": (28043472, 37.28, (8, 256)),
@@ -43,9 +50,31 @@ SLOW_FLOPS = {
 FULL_FLOPS = os.environ.get("SLOWFAST_FULL_FLOPS", "") == "1"
 
 
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "reference")
+REPO_CONFIGS = os.path.join(os.path.dirname(DATA), "..", "..", "configs")
+
+
+def _ours(key):
+    """Our own config for a reference config key, or None when we ship none."""
+    path = os.path.normpath(os.path.join(REPO_CONFIGS, key))
+    return path if os.path.isfile(path) else None
+
+
+OURS = sorted(key for key in REFERENCE if _ours(key))
+REFERENCE_ONLY = sorted(key for key in REFERENCE if not _ours(key))
+
+
 def _config(reference_dir, key):
-    path = os.path.join(reference_dir, "configs", key.replace("/", "_"))
+    if _ours(key):
+        return load_config([_ours(key)])
+    path = os.path.join(reference_dir(), "configs", key.replace("/", "_"))
     return load_config([path])
+
+
+@pytest.fixture
+def reference_configs(request):
+    """A callable giving the reference folder (skips, saying why, when absent)."""
+    return lambda: request.getfixturevalue("reference_dir")
 
 
 def _read_state_dict_txt(path):
@@ -60,8 +89,8 @@ def _read_state_dict_txt(path):
     return entries
 
 
-def test_pinned_numbers_match_reference_json(reference_dir):
-    with open(os.path.join(reference_dir, "model_reference.json")) as f:
+def test_pinned_numbers_match_reference_json():
+    with open(os.path.join(DATA, "model_reference.json")) as f:
         models = json.load(f)["models"]
     assert set(models) == set(REFERENCE)
     for key, entry in models.items():
@@ -71,20 +100,18 @@ def test_pinned_numbers_match_reference_json(reference_dir):
         assert tuple(entry["input"]) == shape, key
 
 
-@pytest.mark.parametrize("key", sorted(REFERENCE))
-def test_param_count_equals_reference(reference_dir, key):
-    cfg = _config(reference_dir, key)
+@pytest.mark.parametrize("key", OURS + REFERENCE_ONLY)
+def test_param_count_equals_reference(reference_configs, key):
+    cfg = _config(reference_configs, key)
     model = build_model(cfg)
     assert params_count(model) == REFERENCE[key][0]
     assert model.head.projection.out_features == cfg.MODEL.NUM_CLASSES
 
 
 @pytest.mark.parametrize("name", ["SLOWFAST_8x8_R50", "I3D_8x8_R50", "I3D_NLN_8x8_R50"])
-def test_state_dict_equals_reference(reference_dir, name):
-    expected = _read_state_dict_txt(
-        os.path.join(reference_dir, f"{name}.state_dict.txt")
-    )
-    model = build_model(_config(reference_dir, f"Kinetics/{name}.yaml"))
+def test_state_dict_equals_reference(name):
+    expected = _read_state_dict_txt(os.path.join(DATA, f"{name}.state_dict.txt"))
+    model = build_model(load_config([_ours(f"Kinetics/{name}.yaml")]))
     ours = [(k, tuple(v.shape)) for k, v in model.state_dict().items()]
     missing = sorted(set(expected) - set(ours))
     extra = sorted(set(ours) - set(expected))
@@ -93,7 +120,7 @@ def test_state_dict_equals_reference(reference_dir, name):
 
 
 def _flop_params():
-    for key in sorted(REFERENCE):
+    for key in OURS + REFERENCE_ONLY:
         marks = []
         if key in SLOW_FLOPS and not FULL_FLOPS:
             marks.append(
@@ -103,9 +130,9 @@ def _flop_params():
 
 
 @pytest.mark.parametrize("key", _flop_params())
-def test_gflops_within_one_percent(reference_dir, key):
+def test_gflops_within_one_percent(reference_configs, key):
     _, expected, (frames, crop) = REFERENCE[key]
-    cfg = _config(reference_dir, key)
+    cfg = _config(reference_configs, key)
     model = build_model(cfg)
     model.train()
     measured = gflops(model, cfg, frames, crop)
@@ -113,10 +140,10 @@ def test_gflops_within_one_percent(reference_dir, key):
     assert model.training  # Mode restored.
 
 
-def test_gflops_counts_the_test_view_only(reference_dir):
+def test_gflops_counts_the_test_view_only():
     # Linear in the number of frames for C2D (2D convs): a check that the count
     # follows the given input shape rather than the config's.
-    cfg = _config(reference_dir, "Kinetics/C2D_8x8_R50.yaml")
+    cfg = load_config([_ours("Kinetics/C2D_8x8_R50.yaml")])
     model = build_model(cfg)
     with torch.no_grad():
         g4 = gflops(model, cfg, 4, 128)
