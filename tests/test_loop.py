@@ -13,6 +13,7 @@ from slowfast.engine.loop import HookBase, StepStats, TrainLoop
 from slowfast.engine.step import TrainStep
 from slowfast.models.norm import SubBatchNorm3d
 from slowfast.multigrid import MultigridSchedule
+from slowfast.utils.distributed import RunContext
 
 DATASET_SIZE = 96
 
@@ -160,7 +161,7 @@ def test_non_finite_loss_stops_before_any_gradient(tmp_path):
     def loss_fn(preds, labels):
         return preds.sum() + next(losses)
 
-    step = TrainStep(model, optimizer, loss_fn, torch.device("cpu"), _null_context)
+    step = TrainStep(model, optimizer, loss_fn, RunContext(), _null_context)
     batch = ([torch.ones(2, 3)], torch.zeros(2, dtype=torch.long), None, {})
     batch[3]["num_failed"] = torch.zeros(2)
     model.eval()  # as evaluation leaves it: the step trains in training mode

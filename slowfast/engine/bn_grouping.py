@@ -9,10 +9,10 @@ norm layers, so changing them swaps no parameter and rebuilds nothing.
 import logging
 from typing import Optional
 
-import torch.distributed as dist
 from torch import nn
 
 from slowfast.models.norm import SubBatchNorm3d, set_bn_process_group, set_bn_splits
+from slowfast.utils import distributed as du
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +51,7 @@ def _make_groups(size: int, world_size: int) -> list:
             f"BN sync over {size} processes does not divide the {world_size} "
             "processes; change TRAIN.BATCH_SIZE or MULTIGRID.BN_BASE_SIZE"
         )
-    return [
-        dist.new_group(list(range(s, s + size))) for s in range(0, world_size, size)
-    ]
+    return du.new_groups([list(range(s, s + size)) for s in range(0, world_size, size)])
 
 
 class BNGrouping:

@@ -4,28 +4,14 @@ import logging
 from typing import Callable, ContextManager
 
 import torch
-import torch.distributed as dist
 from fvcore.common.config import CfgNode
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
 from slowfast.engine.metrics import mean_average_precision, topk_errors
+from slowfast.utils import distributed as du
 
 logger = logging.getLogger(__name__)
-
-
-def _is_distributed() -> bool:
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-
-
-def _all_reduce(tensor: torch.Tensor, op) -> torch.Tensor:
-    """All-reduces a CPU tensor (through the GPU when the backend is NCCL)."""
-    if dist.get_backend() == "nccl":
-        moved = tensor.cuda()
-        dist.all_reduce(moved, op=op)
-        return moved.cpu()
-    dist.all_reduce(tensor, op=op)
-    return tensor
 
 
 @torch.inference_mode()
@@ -94,16 +80,15 @@ def ensemble_views(
     index = video_idx.view(-1, 1).expand(-1, num_classes)
     if method == "sum":
         out = torch.zeros(num_videos, num_classes).scatter_add_(0, index, scores)
-        op = dist.ReduceOp.SUM
+        op = "sum"
     elif method == "max":
         out = torch.full((num_videos, num_classes), float("-inf"))
         out = out.scatter_reduce(0, index, scores, reduce="amax")
-        op = dist.ReduceOp.MAX
+        op = "max"
     else:
         raise ValueError(f"DATA.ENSEMBLE_METHOD = {method!r}: must be 'sum' or 'max'")
-    if _is_distributed():
-        out = _all_reduce(out, op)
-        counts = _all_reduce(counts, dist.ReduceOp.SUM)
+    out = du.all_reduce(out, op)
+    counts = du.all_reduce(counts, "sum")
     out[counts == 0] = 0.0
     return out, counts.long()
 

@@ -20,7 +20,6 @@ import logging
 from typing import Callable, Optional
 
 import torch
-import torch.distributed as dist
 from fvcore.common.config import CfgNode
 from fvcore.nn.precise_bn import update_bn_stats
 from torch import nn
@@ -33,6 +32,7 @@ from slowfast.engine.meters import TrainMeter
 from slowfast.engine.optimizer import set_lr
 from slowfast.engine.resume import save
 from slowfast.utils import checkpoint as cu
+from slowfast.utils import distributed as du
 from slowfast.utils.logging import log_json_stats
 
 logger = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class JsonMetricsWriter(HookBase):
 
     Args:
         output_dir: OUTPUT_DIR (``json_stats.log``).
-        rank: global rank (rank 0 writes).
+        ctx: this process's run context (rank 0 writes).
         log_period: steps between ``train_iter`` lines.
         iters_after: ``epoch -> iterations in the later epochs`` (ETA).
         multi_label: no top-k errors.
@@ -151,12 +151,12 @@ class JsonMetricsWriter(HookBase):
     def __init__(
         self,
         output_dir: str,
-        rank: int,
+        ctx: du.RunContext,
         log_period: int,
         iters_after: Callable[[int], int],
         multi_label: bool,
     ):
-        self.output_dir, self.rank = output_dir, rank
+        self.output_dir, self.rank = output_dir, ctx.rank
         self.log_period = log_period
         self.iters_after = iters_after
         self.multi_label = multi_label
@@ -198,9 +198,9 @@ class PreciseBNHook(HookBase):
     RNG states put aside, so that a resumed run draws the same numbers.
     """
 
-    def __init__(self, model, loader, bn, num_batches: int, device, due):
+    def __init__(self, model, loader, bn, num_batches: int, ctx, due):
         self.model, self.loader, self.bn = model, loader, bn
-        self.num_batches, self.device, self.due = num_batches, device, due
+        self.num_batches, self.device, self.due = num_batches, ctx.device, due
 
     def after_epoch(self, state: LoopState) -> None:
         if not self.due(state.epoch):
@@ -222,26 +222,24 @@ class PreciseBNHook(HookBase):
 class BufferSyncHook(HookBase):
     """Averages BN running statistics over processes (they drift apart)."""
 
-    def __init__(self, model: nn.Module, world_size: int, due):
-        self.model, self.world_size, self.due = model, world_size, due
+    def __init__(self, model: nn.Module, ctx: du.RunContext, due):
+        self.model, self.ctx, self.due = model, ctx, due
 
     def after_epoch(self, state: LoopState) -> None:
-        if self.world_size == 1 or not self.due(state.epoch):
+        if not self.ctx.distributed or not self.due(state.epoch):
             return
         with torch.no_grad():
-            for buf in self.model.buffers():
-                if buf.is_floating_point():
-                    dist.all_reduce(buf)
-                    buf /= self.world_size
+            du.all_reduce_mean(
+                [buf for buf in self.model.buffers() if buf.is_floating_point()]
+            )
 
 
 class CheckpointHook(HookBase):
     """Saves model, optimizer, scaler and every process's RNG states."""
 
-    def __init__(self, cfg: CfgNode, model, optimizer, scaler, rank, world_size):
-        self.cfg, self.model = cfg, model
+    def __init__(self, cfg: CfgNode, ctx, model, optimizer, scaler):
+        self.cfg, self.ctx, self.model = cfg, ctx, model
         self.optimizer, self.scaler = optimizer, scaler
-        self.rank, self.world_size = rank, world_size
 
     def after_epoch(self, state: LoopState) -> None:
         if not is_due(state.epoch, self.cfg.TRAIN.CHECKPOINT_PERIOD, state.max_epoch):
@@ -249,22 +247,21 @@ class CheckpointHook(HookBase):
         rng = runtime.get_rng_state()
         save(
             self.cfg,
+            self.ctx,
             self.model,
             self.optimizer,
             self.scaler,
             state.epoch,
             rng,
-            self.rank,
-            self.world_size,
         )
 
 
 class EvalHook(HookBase):
     """One view per video of the val split, every TRAIN.EVAL_PERIOD epochs."""
 
-    def __init__(self, cfg: CfgNode, model, loader, device, autocast, rank):
+    def __init__(self, cfg: CfgNode, ctx, model, loader, autocast):
         self.cfg, self.model, self.loader = cfg, model, loader
-        self.device, self.autocast, self.rank = device, autocast, rank
+        self.device, self.autocast, self.rank = ctx.device, autocast, ctx.rank
 
     def after_epoch(self, state: LoopState) -> None:
         if not is_due(state.epoch, self.cfg.TRAIN.EVAL_PERIOD, state.max_epoch):

@@ -4,23 +4,22 @@ import logging
 from typing import Optional
 
 import torch
-import torch.distributed as dist
 from fvcore.common.config import CfgNode
 from torch import nn
 
 from slowfast.engine import runtime
 from slowfast.utils import checkpoint as cu
+from slowfast.utils import distributed as du
 
 logger = logging.getLogger(__name__)
 
 
 def resume_or_init(
     cfg: CfgNode,
+    ctx: du.RunContext,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     scaler: Optional[object],
-    rank: int,
-    world_size: int,
 ) -> int:
     """Loads the state a run continues from and returns its first epoch.
 
@@ -32,11 +31,10 @@ def resume_or_init(
 
     Args:
         cfg: the frozen config.
-        model: the model (DDP-wrapped when ``world_size > 1``).
+        ctx: this process's run context.
+        model: the model (DDP-wrapped with several processes).
         optimizer: the optimizer.
         scaler: the GradScaler, or None.
-        rank: global rank of this process.
-        world_size: number of processes.
 
     Returns:
         int: the epoch index to start training at.
@@ -46,13 +44,13 @@ def resume_or_init(
         info = cu.load_checkpoint(
             path,
             model,
-            data_parallel=world_size > 1,
+            data_parallel=ctx.distributed,
             optimizer=optimizer,
             scaler=scaler,
         )
         states = info.get("rng_state")
         if states:
-            runtime.set_rng_state(states[rank % len(states)])
+            runtime.set_rng_state(states[ctx.rank % len(states)])
         logger.info("resumed from %s (epoch %d done)", path, info["epoch"] + 1)
         return info["epoch"] + 1
     if cfg.TRAIN.CHECKPOINT_FILE_PATH:
@@ -60,7 +58,7 @@ def resume_or_init(
         info = cu.load_checkpoint(
             cfg.TRAIN.CHECKPOINT_FILE_PATH,
             model,
-            data_parallel=world_size > 1,
+            data_parallel=ctx.distributed,
             optimizer=None if reset else optimizer,
             scaler=None if reset else scaler,
             inflation=cfg.TRAIN.CHECKPOINT_INFLATE,
@@ -75,13 +73,12 @@ def resume_or_init(
 
 def save(
     cfg: CfgNode,
+    ctx: du.RunContext,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     scaler: Optional[object],
     epoch: int,
     rng_state: dict,
-    rank: int,
-    world_size: int,
 ) -> None:
     """Saves the checkpoint of a finished epoch (collective; rank 0 writes).
 
@@ -89,19 +86,15 @@ def save(
 
     Args:
         cfg: the frozen config.
+        ctx: this process's run context.
         model: the model (possibly DDP-wrapped).
         optimizer: the optimizer.
         scaler: the GradScaler, or None.
         epoch: index of the finished epoch.
         rng_state: this process's RNG states at the end of the epoch.
-        rank: global rank.
-        world_size: number of processes.
     """
-    states = [rng_state]
-    if world_size > 1:
-        states = [None] * world_size
-        dist.all_gather_object(states, rng_state)
-    if rank == 0:
+    states = du.all_gather_objects(rng_state)
+    if ctx.is_master:
         path = cu.save_checkpoint(
             cfg.OUTPUT_DIR,
             model,

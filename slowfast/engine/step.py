@@ -4,11 +4,11 @@ import math
 from typing import Callable, ContextManager, Optional
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from slowfast.engine.loop import StepStats
 from slowfast.engine.metrics import topk_errors
+from slowfast.utils import distributed as du
 
 
 class TrainStep:
@@ -26,13 +26,12 @@ class TrainStep:
         model: the model (DDP-wrapped when ``world_size > 1``).
         optimizer: its optimizer.
         loss_fn: ``loss_fn(preds, labels)``.
-        device: where the model is.
+        ctx: this process's run context (device, world size).
         autocast: zero-argument callable giving the forward pass's precision
             context.
         scaler: a GradScaler (fp16 on GPU), or None.
         clip_grad_norm: clip the gradients' L2 norm to this (None or 0: no).
         multi_label: labels are multi-hot (no top-k errors).
-        world_size: number of processes.
     """
 
     def __init__(
@@ -40,22 +39,21 @@ class TrainStep:
         model: nn.Module,
         optimizer: torch.optim.Optimizer,
         loss_fn: Callable,
-        device: torch.device,
+        ctx: du.RunContext,
         autocast: Callable[[], ContextManager],
         scaler: Optional[object] = None,
         clip_grad_norm: Optional[float] = None,
         multi_label: bool = False,
-        world_size: int = 1,
     ) -> None:
         self.model = model
         self.optimizer = optimizer
         self.loss_fn = loss_fn
-        self.device = device
+        self.ctx = ctx
+        self.device = ctx.device
         self.autocast = autocast
         self.scaler = scaler
         self.clip = clip_grad_norm
         self.multi_label = multi_label
-        self.world_size = world_size
 
     def __call__(self, batch) -> StepStats:
         """Trains on one ``(inputs, labels, indices, extras)`` batch."""
@@ -95,8 +93,7 @@ class TrainStep:
             top1, top5 = topk_errors(preds.float(), labels, (1, 5))
         failed = float(torch.as_tensor(num_failed).sum())
         stats = torch.tensor([loss.item(), top1, top5, failed], dtype=torch.float64)
-        if self.world_size > 1:
-            stats = stats.to(self.device)
-            dist.all_reduce(stats)
-            stats[:3] /= self.world_size
+        if self.ctx.distributed:
+            stats = du.all_reduce(stats.to(self.device), "sum")
+            stats[:3] /= self.ctx.world_size
         return StepStats(*stats.cpu().tolist())

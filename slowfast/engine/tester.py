@@ -11,7 +11,7 @@ from slowfast.engine import runtime
 from slowfast.engine.evaluator import evaluate
 from slowfast.models import build_model
 from slowfast.utils import checkpoint as cu
-from slowfast.utils.distributed import procs_per_machine
+from slowfast.utils.distributed import RunContext
 from slowfast.utils.logging import log_json_stats, setup_logging
 
 logger = logging.getLogger(__name__)
@@ -46,13 +46,14 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     setup_logging(cfg.OUTPUT_DIR, rank)
     runtime.check_data_dir(cfg)
     runtime.seed_everything(cfg.RNG_SEED)
-    device = runtime.get_device(cfg, rank % procs_per_machine(cfg))
+    ctx = RunContext.create(cfg, rank, world_size)
+    device = ctx.device
     model = build_model(cfg).to(device)
     path = _checkpoint_to_test(cfg)
     cu.load_checkpoint(
         path, model, convert_from_caffe2=cfg.TEST.CHECKPOINT_TYPE == "caffe2"
     )
-    loader = construct_loader(cfg, "test", num_procs=world_size, rank=rank)
+    loader = construct_loader(cfg, "test", num_procs=ctx.world_size, rank=ctx.rank)
     logger.info(
         "testing %s on %d views (%d videos)",
         path,
@@ -64,7 +65,7 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     shutdown_workers(loader)
     stats = {"_type": "test_final", "checkpoint": path}
     stats.update(metrics)
-    log_json_stats(stats, cfg.OUTPUT_DIR, rank)
+    log_json_stats(stats, cfg.OUTPUT_DIR, ctx.rank)
     views = metrics["views_per_video"]
     if "map" in metrics:
         logger.info(
@@ -83,7 +84,7 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
             "view" if views == 1 else "views",
             100 / cfg.MODEL.NUM_CLASSES,
         )
-    if rank == 0 and cfg.TEST.SAVE_RESULTS_PATH:
+    if ctx.is_master and cfg.TEST.SAVE_RESULTS_PATH:
         out = os.path.join(cfg.OUTPUT_DIR, cfg.TEST.SAVE_RESULTS_PATH)
         torch.save({"video_scores": scores, "video_labels": labels}, out)
         logger.info("per-video scores and labels saved to %s", out)

@@ -36,7 +36,7 @@ from slowfast.engine.step import TrainStep
 from slowfast.models import build_model, describe_model
 from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid.checks import check_epochs_have_iterations
-from slowfast.utils.distributed import procs_per_machine
+from slowfast.utils.distributed import RunContext
 from slowfast.utils.logging import setup_logging
 from slowfast.utils.model_stats import log_model_info
 
@@ -48,18 +48,16 @@ class Trainer:
 
     Args:
         cfg: the frozen config.
-        rank: global rank of this process.
-        world_size: number of processes.
+        ctx: this process's run context (rank, world size, device).
     """
 
-    def __init__(self, cfg: CfgNode, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(self, cfg: CfgNode, ctx: RunContext) -> None:
         self.cfg = cfg
-        self.rank = rank
-        self.world_size = world_size
-        self.is_master = rank == 0
+        self.ctx = ctx
+        rank, world_size = ctx.rank, ctx.world_size
         runtime.check_data_dir(cfg)
         runtime.seed_everything(cfg.RNG_SEED + rank)
-        self.device = runtime.get_device(cfg, rank % procs_per_machine(cfg))
+        self.device = ctx.device
         self.autocast = runtime.autocast_factory(cfg, self.device)
 
         self.schedule = MultigridSchedule.from_cfg(cfg, num_procs=world_size)
@@ -67,7 +65,7 @@ class Trainer:
         self.schedule.validate(min_crop=info.spatial_stride, min_frames=info.min_frames)
 
         model = build_model(cfg)
-        if self.is_master and cfg.LOG_MODEL_INFO:
+        if ctx.is_master and cfg.LOG_MODEL_INFO:
             with runtime.preserved_rng():  # logging must not change the run
                 log_model_info(model, cfg)
         self.bn = None
@@ -102,10 +100,10 @@ class Trainer:
         self.dataset_size = len(self.train_loader.dataset)
         check_epochs_have_iterations(self.schedule, self.dataset_size)
         self.start_epoch = resume_or_init(
-            cfg, self.model, self.optimizer, self.scaler, rank, world_size
+            cfg, ctx, self.model, self.optimizer, self.scaler
         )
         self.global_iter = sum(self._iters(e) for e in range(self.start_epoch))
-        if self.is_master:
+        if ctx.is_master:
             self._write_run_files()
 
     # ------------------------------------------------------------------ set-up
@@ -158,7 +156,7 @@ class Trainer:
             BadDataHook(self.dataset_size, cfg.DATA.MAX_BAD_FRACTION),
             JsonMetricsWriter(
                 cfg.OUTPUT_DIR,
-                self.rank,
+                self.ctx,
                 cfg.LOG_PERIOD,
                 iters_after,
                 cfg.DATA.MULTI_LABEL,
@@ -171,25 +169,16 @@ class Trainer:
                     self.precise_loader,
                     self.bn,
                     cfg.BN.NUM_BATCHES_PRECISE,
-                    self.device,
+                    self.ctx,
                     eval_or_checkpoint_due,
                 )
             )
         hooks += [
-            BufferSyncHook(self.net, self.world_size, eval_or_checkpoint_due),
-            CheckpointHook(
-                cfg,
-                self.model,
-                self.optimizer,
-                self.scaler,
-                self.rank,
-                self.world_size,
-            ),
-            EvalHook(
-                cfg, self.net, self.val_loader, self.device, self.autocast, self.rank
-            ),
+            BufferSyncHook(self.net, self.ctx, eval_or_checkpoint_due),
+            CheckpointHook(cfg, self.ctx, self.model, self.optimizer, self.scaler),
+            EvalHook(cfg, self.ctx, self.net, self.val_loader, self.autocast),
         ]
-        if self.is_master and cfg.TENSORBOARD.ENABLE:
+        if self.ctx.is_master and cfg.TENSORBOARD.ENABLE:
             log_dir = cfg.TENSORBOARD.LOG_DIR or os.path.join(
                 cfg.OUTPUT_DIR, f"runs-{cfg.TRAIN.DATASET}"
             )
@@ -212,12 +201,11 @@ class Trainer:
             self.model,
             self.optimizer,
             self.loss_fn,
-            self.device,
+            self.ctx,
             self.autocast,
             self.scaler,
             self.cfg.SOLVER.CLIP_GRAD_L2NORM,
             self.cfg.DATA.MULTI_LABEL,
-            self.world_size,
         )
         loop = TrainLoop(step, self.train_loader, self._iters, self.build_hooks())
         try:
@@ -237,4 +225,4 @@ def train(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> None:
         world_size: number of processes.
     """
     setup_logging(cfg.OUTPUT_DIR, rank)
-    Trainer(cfg, rank, world_size).train()
+    Trainer(cfg, RunContext.create(cfg, rank, world_size)).train()

@@ -6,6 +6,7 @@ With nccl, tensors passed to the collectives must be on the current GPU.
 """
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence
 
 import torch
@@ -54,6 +55,77 @@ def init_process_group(
     dist.init_process_group(
         backend=backend, init_method=init_method, world_size=world_size, rank=rank
     )
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Who this process is in the run, built once and passed to whoever needs it.
+
+    Attributes:
+        rank: global rank.
+        world_size: number of processes of the run.
+        local_rank: index of this process on its machine.
+        device: this process's device (its GPU, or the CPU).
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_master(self) -> bool:
+        """Whether this process logs and writes files (rank 0)."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        """Whether there is more than one process."""
+        return self.world_size > 1
+
+    @classmethod
+    def create(cls, cfg: CfgNode, rank: int = 0, world_size: int = 1) -> "RunContext":
+        """The context of process ``rank`` of ``world_size`` for a config.
+
+        The local rank is the rank modulo the processes per machine
+        (NUM_GPUS, or NUM_CPU_PROCS on CPU); the device is that GPU or the
+        CPU (see ``engine.runtime.get_device``).
+        """
+        from slowfast.engine.runtime import get_device
+
+        local_rank = rank % procs_per_machine(cfg)
+        return cls(rank, world_size, local_rank, get_device(cfg, local_rank))
+
+
+def all_reduce(tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+    """Reduces a tensor over all processes ("sum" or "max"); returns the result.
+
+    A CPU tensor goes through the GPU when the backend is NCCL. With one
+    process the tensor is returned as it is.
+    """
+    if get_world_size() == 1:
+        return tensor
+    reduce_op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}[op]
+    if dist.get_backend() == "nccl" and tensor.device.type == "cpu":
+        moved = tensor.cuda()
+        dist.all_reduce(moved, op=reduce_op)
+        return moved.cpu()
+    dist.all_reduce(tensor, op=reduce_op)
+    return tensor
+
+
+def new_groups(ranks: Sequence[Sequence[int]]) -> list:
+    """Creates one process group per list of ranks (every process must call it)."""
+    return [dist.new_group(list(group)) for group in ranks]
+
+
+def all_gather_objects(obj) -> list:
+    """Every process's ``obj`` (picklable), in rank order."""
+    if get_world_size() == 1:
+        return [obj]
+    objects = [None] * get_world_size()
+    dist.all_gather_object(objects, obj)
+    return objects
 
 
 def all_reduce_mean(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
