@@ -36,14 +36,26 @@ def root(tmp_path_factory):
     return make_kinetics(path, specs, width=40, height=32)
 
 
+def _cycling_plan(sizes, grids, extra=lambda epoch: 0):
+    """Batches cycling through ``sizes`` / ``grids`` while they fit the shard."""
+
+    def plan(epoch, shard_size):
+        out, used = [], 0
+        while True:
+            size = sizes[len(out) % len(sizes)] + extra(epoch)
+            if used + size > shard_size:
+                return out
+            out.append((size, grids[len(out) % len(grids)]))
+            used += size
+
+    return plan
+
+
 def test_grid_batch_sampler_sizes_grids_and_seeds():
     grids = [SamplingGrid(2, 8, 1, 2, 10, 12), None, SamplingGrid(4, 16, 1, 1, 20, 20)]
-
-    def shape_fn(epoch, it):
-        return (3, 2, 4)[it % 3] + epoch, grids[it % 3]
-
     sampler = _Sampler(20)
-    batches = GridBatchSampler(sampler, shape_fn, seed=5, drop_last=True)
+    plan = _cycling_plan((3, 2, 4), grids, extra=lambda epoch: epoch)
+    batches = GridBatchSampler(sampler, plan, seed=5)
     batches.set_epoch(0)
     out = list(batches)
     assert [len(b) for b in out] == [3, 2, 4, 3, 2, 4]  # 18 used, 2 dropped
@@ -57,13 +69,12 @@ def test_grid_batch_sampler_sizes_grids_and_seeds():
     out1 = list(batches)
     assert [len(b) for b in out1] == [4, 3, 5, 4, 3]
     assert out1[0][0][2] != out[0][0][2]  # seeds depend on the epoch
-    keep = GridBatchSampler(
-        _Sampler(7), lambda e, i: (3, None), seed=0, drop_last=False
-    )
-    assert [len(b) for b in keep] == [3, 3, 1] and len(keep) == 3
-    bad = GridBatchSampler(_Sampler(4), lambda e, i: (0, None), seed=0)
-    with pytest.raises(ValueError, match="batch size 0"):
+    bad = GridBatchSampler(_Sampler(4), lambda e, n: [(0, None)], seed=0)
+    with pytest.raises(ValueError, match="sizes must be > 0"):
         list(bad)
+    greedy = GridBatchSampler(_Sampler(4), lambda e, n: [(3, None)] * 2, seed=0)
+    with pytest.raises(ValueError, match="needs 6 clips; the shard has 4"):
+        len(greedy)
 
 
 def _epoch(loader, epoch):
@@ -71,14 +82,11 @@ def _epoch(loader, epoch):
     return [(b[2].tolist(), b[0][0].clone()) for b in loader]
 
 
-def test_train_loader_shapes_follow_shape_fn(root):
+def test_train_loader_shapes_follow_the_plan(root):
     cfg = tiny_cfg(root, "kinetics", "TRAIN.BATCH_SIZE", 2)
     shapes = [(3, SamplingGrid.from_shape(cfg, 2, 12)), (1, None)]
-
-    def shape_fn(epoch, it):
-        return shapes[it % 2]
-
-    loader = construct_loader(cfg, "train", shape_fn=shape_fn)
+    plan = _cycling_plan([size for size, _ in shapes], [g for _, g in shapes])
+    loader = construct_loader(cfg, "train", plan_fn=plan)
     loader.batch_sampler.set_epoch(0)
     assert len(loader) == 4  # 3 + 1 + 3 + 1 = 8 entries
     batches = list(loader)
@@ -157,3 +165,29 @@ def test_loader_config_errors(root):
         construct_loader(tiny_cfg(root, "kinetics", "TRAIN.BATCH_SIZE", 16), "train")
     with pytest.raises(ValueError, match="rank"):
         construct_loader(tiny_cfg(root), "val", num_procs=2, rank=2)
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 8])
+def test_batch_plan_length_is_the_schedules_iteration_count(world_size):
+    from slowfast.config import load_config
+    from slowfast.multigrid import MultigridSchedule
+
+    cfg = load_config(
+        opts=[
+            "MULTIGRID.LONG_CYCLE", "True", "MULTIGRID.SHORT_CYCLE", "True",
+            "TRAIN.BATCH_SIZE", "16", "DATA.NUM_FRAMES", "8",
+            "DATA.TRAIN_CROP_SIZE", "32", "DATA.TRAIN_JITTER_SCALES", "[40, 48]",
+            "SOLVER.LR_POLICY", "steps_with_relative_lrs", "SOLVER.STEPS", "[0, 6, 8]",
+            "SOLVER.LRS", "[1, 0.1, 0.01]", "SOLVER.MAX_EPOCH", "10",
+        ]
+    )  # fmt: skip
+    sched = MultigridSchedule.from_cfg(cfg, num_procs=world_size)
+    for dataset_size in (97, 400, 1000, 4801):
+        shard = -(-dataset_size // world_size)
+        for epoch in range(sched.max_epoch):
+            plan = sched.epoch_plan(epoch, shard)
+            assert len(plan) == sched.iters_in_epoch(epoch, dataset_size)
+            used = sum(s.per_proc_batch for s in plan)
+            nxt = sched.iter_shape(epoch, len(plan)).per_proc_batch
+            assert used <= shard < used + nxt  # no further whole batch fits
+            assert plan == [sched.iter_shape(epoch, i) for i in range(len(plan))]

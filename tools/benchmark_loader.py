@@ -5,7 +5,7 @@ Shapes: the long-cycle base shapes (MULTIGRID.LONG_CYCLE_FACTORS times the
 config's NUM_FRAMES / TRAIN_CROP_SIZE) and the two short-cycle crops at the
 config's shape, with the multigrid batch ``TRAIN.BATCH_SIZE * round(T S^2 /
 (t s^2))``. For each decoded-frame-cache setting and worker count the project's
-own loader (``construct_loader`` with a per-shape ``shape_fn``) is timed after
+own loader (``construct_loader`` with a per-shape ``plan_fn``) is timed after
 warm-up batches; the tables give medians over the timed batches. With 0
 workers a sample of items is also timed in-process, split into decode and
 transform. ``--model`` adds the model's forward+backward+SGD throughput per
@@ -48,7 +48,8 @@ from slowfast.utils.table import format_table
 
 
 class ShapeSwitch:
-    """``shape_fn`` for ``construct_loader`` returning the shape set before an epoch.
+    """``plan_fn`` for ``construct_loader``: whole batches of the shape set before
+    an epoch.
 
     The batch sampler calls it in the main process when an epoch starts, so
     setting ``shape`` between epochs switches the loader's shape.
@@ -58,9 +59,9 @@ class ShapeSwitch:
         self.cfg = cfg
         self.shape = shape
 
-    def __call__(self, epoch: int, it: int):
+    def __call__(self, epoch: int, shard_size: int):
         grid = SamplingGrid.from_shape(self.cfg, self.shape.frames, self.shape.crop)
-        return self.shape.batch, grid
+        return [(self.shape.batch, grid)] * (shard_size // self.shape.batch)
 
 
 class Batches:
@@ -254,7 +255,7 @@ def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
     opts += ["DATA_LOADER.FRAME_CACHE", str(cache == "on")]
     cfg = load_config([args.cfg], opts)
     switch = ShapeSwitch(cfg, min(shapes, key=lambda s: s.batch))
-    loader = construct_loader(cfg, args.split, shape_fn=switch)
+    loader = construct_loader(cfg, args.split, plan_fn=switch)
     stage_rows, loader_rows = [], []
     if cache == "on":
         fill = prefill_cache(loader.dataset, cfg.RNG_SEED)

@@ -37,6 +37,7 @@ from torch.utils.data import Dataset
 from slowfast.datasets.decoder import DecodeError
 from slowfast.datasets.frame_cache import FrameCache
 from slowfast.datasets.grid import SamplingGrid
+from slowfast.datasets.lists import label_problem
 from slowfast.datasets.transforms import (
     jitter_size,
     normalize,
@@ -246,6 +247,12 @@ class VideoDataset(Dataset):
         state = self.__dict__.copy()
         state["_cache"] = state["_reformatter"] = None
         return state
+
+    def _check_label(self, label: int, where: str) -> None:
+        """Raises one line naming ``where`` when a class id is out of range."""
+        problem = label_problem(label, self.cfg.MODEL.NUM_CLASSES)
+        if problem:
+            raise ValueError(f"{where}: {problem}")
 
     def _label(self, classes) -> Any:
         """An int label, or a multi-hot float tensor for multi-label data."""

@@ -43,7 +43,6 @@ class Charades(VideoDataset):
         name = "train.csv" if self.split == "train" else "val.csv"
         self.source = os.path.join(data.PATH_TO_DATA_DIR, name)
         videos, _ = read_frame_list(self.source, data.PATH_PREFIX, strict=True)
-        num_classes = self.cfg.MODEL.NUM_CLASSES
         self._names, self._paths, self._frame_labels, self._video_labels = (
             [],
             [],
@@ -52,13 +51,9 @@ class Charades(VideoDataset):
         )
         for video in videos.values():
             for row, labels in enumerate(video.labels):
-                bad = [c for c in labels if not 0 <= c < num_classes]
-                if bad:
-                    raise ValueError(
-                        f"{self.source}: video {video.name} frame {row}: class ids "
-                        f"{bad} outside 0..{num_classes - 1} "
-                        f"(MODEL.NUM_CLASSES={num_classes})"
-                    )
+                for label in labels:
+                    where = f"{self.source}: video {video.name} frame {row}"
+                    self._check_label(label, where)
             self._names.append(video.name)
             self._paths.append(video.paths)
             self._frame_labels.append(video.labels)
@@ -82,9 +77,7 @@ class Charades(VideoDataset):
         rng: Optional[random.Random],
     ):
         paths = self._paths[video_idx]
-        rate = grid.min_rate
-        if rng is not None and grid.max_rate > grid.min_rate:
-            rate = rng.randint(grid.min_rate, grid.max_rate)
+        rate = grid.draw_rate(rng)
         seq = charades_indices(len(paths), grid.num_frames, rate, fraction, rng)
         frames = load_frames([paths[i] for i in seq], self.frame_cache())
         if self.split == "train":

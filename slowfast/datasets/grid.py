@@ -1,6 +1,8 @@
 """The sampling grid of a training batch: clip length, crop, stride and scale."""
 
+import random
 from dataclasses import dataclass
+from typing import Optional
 
 from fvcore.common.config import CfgNode
 
@@ -35,6 +37,25 @@ class SamplingGrid:
             raise ValueError(f"SamplingGrid: need 0 < min_rate <= max_rate: {self}")
         if not 0 < self.jitter_min <= self.jitter_max:
             raise ValueError(f"SamplingGrid: need 0 < jitter_min <= jitter_max: {self}")
+
+    def draw_rate(self, rng: Optional[random.Random]) -> int:
+        """The temporal stride of one clip: uniform in [min_rate, max_rate].
+
+        Args:
+            rng: the clip's generator; None (evaluation) gives ``min_rate``.
+
+        Returns:
+            int: the stride.
+        """
+        if rng is None or self.max_rate == self.min_rate:
+            return self.min_rate
+        return rng.randint(self.min_rate, self.max_rate)
+
+    @classmethod
+    def from_iter_shape(cls, shape) -> "SamplingGrid":
+        """The grid of a schedule's iteration shape (``multigrid.IterShape``)."""
+        rates, scales = shape.sampling_rate, shape.jitter_scales
+        return cls(shape.num_frames, shape.crop_size, *rates, *scales)
 
     @classmethod
     def from_shape(

@@ -37,13 +37,8 @@ class Kinetics(VideoDataset):
         entries, _ = read_kinetics_list(
             self.source, data.PATH_PREFIX, data.PATH_LABEL_SEPARATOR, strict=True
         )
-        num_classes = self.cfg.MODEL.NUM_CLASSES
         for path, label, line in entries:
-            if not 0 <= label < num_classes:
-                raise ValueError(
-                    f"{self.source}:{line}: label {label} of {path} is outside "
-                    f"0..{num_classes - 1} (MODEL.NUM_CLASSES={num_classes})"
-                )
+            self._check_label(label, f"{self.source}:{line}: {path}")
         self._paths = [e[0] for e in entries]
         self._labels = [e[1] for e in entries]
         return len(entries)
@@ -75,9 +70,7 @@ class Kinetics(VideoDataset):
         fraction: Optional[float],
         rng: Optional[random.Random],
     ):
-        rate = grid.min_rate
-        if rng is not None and grid.max_rate > grid.min_rate:
-            rate = rng.randint(grid.min_rate, grid.max_rate)
+        rate = grid.draw_rate(rng)
         target_fps = self.cfg.DATA.TARGET_FPS
 
         def sample_fn(video_frames: int, fps: float):

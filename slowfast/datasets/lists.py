@@ -52,6 +52,18 @@ def _fail(problem: ListProblem, strict: bool, problems: List[ListProblem]) -> No
     problems.append(problem)
 
 
+def label_problem(label: int, num_classes: int) -> Optional[str]:
+    """Why a class id is invalid for MODEL.NUM_CLASSES classes, or None.
+
+    The datasets raise it (with the file and line) and the verifier reports it.
+    """
+    if 0 <= label < num_classes:
+        return None
+    return (
+        f"label {label} outside 0..{num_classes - 1} (MODEL.NUM_CLASSES={num_classes})"
+    )
+
+
 def join_prefix(prefix: str, path: str) -> str:
     """Joins a relative path to DATA.PATH_PREFIX (absolute paths are kept)."""
     return os.path.join(prefix, path) if prefix else path

@@ -2,12 +2,13 @@
 
 Training batches come from ``GridBatchSampler``: each epoch it takes this
 process's shard of a seeded shuffle (``DistributedSampler``, seed RNG_SEED +
-epoch) and cuts it into batches whose size and ``SamplingGrid`` come from
-``shape_fn(epoch, it)``. Each item is requested as ``(index, grid, seed)``
-with ``seed`` derived from (RNG_SEED, epoch, index), so an epoch's samples
-depend on (RNG_SEED, epoch, rank) only, not on the number of workers. All
-processes see the same number of batches (shards are padded to equal length
-and cut by the same ``shape_fn``).
+epoch) and cuts it into the batches of a batch plan, ``plan_fn(epoch,
+shard_size)``: the epoch's (batch size, ``SamplingGrid``) pairs in order (the
+multigrid schedule's ``epoch_plan`` in training). Each item is requested as
+``(index, grid, seed)`` with ``seed`` derived from (RNG_SEED, epoch, index), so
+an epoch's samples depend on (RNG_SEED, epoch, rank) only, not on the number
+of workers. All processes see the same number of batches (shards are padded
+to equal length and cut by the same plan).
 
 Evaluation loaders ("val", "test") are sequential; with several processes
 each gets a ``DistributedSampler`` shard, padded to equal length by
@@ -16,7 +17,7 @@ repeating entries (deduplicate by the returned entry indices when gathering).
 
 import logging
 import random
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -30,27 +31,35 @@ from slowfast.datasets.grid import SamplingGrid
 
 logger = logging.getLogger(__name__)
 
-# shape_fn(epoch, it) -> (per-process batch size, grid or None for the config's)
-ShapeFn = Callable[[int, int], Tuple[int, Optional[SamplingGrid]]]
+# plan_fn(epoch, shard_size) -> the epoch's [(per-process batch size, grid or
+# None for the config's)], whose sizes sum to at most shard_size.
+PlanFn = Callable[[int, int], Sequence[Tuple[int, Optional[SamplingGrid]]]]
+
+
+def fixed_plan(batch_size: int) -> PlanFn:
+    """The plan of a fixed shape: whole batches of ``batch_size``, the rest dropped."""
+
+    def plan(epoch: int, shard_size: int):
+        return [(batch_size, None)] * (shard_size // batch_size)
+
+    return plan
 
 
 class GridBatchSampler(Sampler):
-    """Batches of ``(index, grid, seed)`` requests with per-iteration shapes.
+    """Batches of ``(index, grid, seed)`` requests following a batch plan.
 
     Args:
         sampler: yields this process's indices for the epoch (has
             ``set_epoch``, e.g. a ``DistributedSampler``).
-        shape_fn: ``(epoch, it) -> (batch size, grid)`` for iteration ``it``;
-            must be a pure function (it is called again by ``len``).
+        plan_fn: ``(epoch, shard_size) -> [(batch size, grid)]``, the epoch's
+            batches in order; must be a pure function (``len`` calls it too).
         seed: RNG_SEED, mixed with the epoch and index into each item's seed.
-        drop_last: drop the last incomplete batch (training).
     """
 
-    def __init__(self, sampler, shape_fn: ShapeFn, seed: int, drop_last: bool = True):
+    def __init__(self, sampler, plan_fn: PlanFn, seed: int):
         self.sampler = sampler
-        self.shape_fn = shape_fn
+        self.plan_fn = plan_fn
         self.seed = int(seed)
-        self.drop_last = drop_last
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -59,28 +68,29 @@ class GridBatchSampler(Sampler):
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(self.epoch)
 
-    def _sizes(self, total: int) -> Iterator[Tuple[int, Optional[SamplingGrid]]]:
-        start, it = 0, 0
-        while start < total:
-            size, grid = self.shape_fn(self.epoch, it)
-            if int(size) <= 0:
-                raise ValueError(f"shape_fn({self.epoch}, {it}) gave batch size {size}")
-            if start + size > total and self.drop_last:
-                return
-            yield int(size), grid
-            start += size
-            it += 1
+    def plan(self) -> List[Tuple[int, Optional[SamplingGrid]]]:
+        """The current epoch's batches: (size, grid) pairs, checked."""
+        shard = len(self.sampler)
+        plan = [(int(size), grid) for size, grid in self.plan_fn(self.epoch, shard)]
+        if any(size <= 0 for size, _ in plan):
+            raise ValueError(f"batch plan of epoch {self.epoch}: sizes must be > 0")
+        if sum(size for size, _ in plan) > shard:
+            raise ValueError(
+                f"batch plan of epoch {self.epoch} needs "
+                f"{sum(size for size, _ in plan)} clips; the shard has {shard}"
+            )
+        return plan
 
     def __iter__(self) -> Iterator[List[Tuple[int, Optional[SamplingGrid], int]]]:
         indices = list(self.sampler)
         start = 0
-        for size, grid in self._sizes(len(indices)):
+        for size, grid in self.plan():
             chunk = indices[start : start + size]
             start += size
             yield [(i, grid, mix_seed(self.seed, self.epoch, i)) for i in chunk]
 
     def __len__(self) -> int:
-        return sum(1 for _ in self._sizes(len(self.sampler)))
+        return len(self.plan())
 
 
 class _WorkerInit:
@@ -111,7 +121,7 @@ def _per_process(batch: int, num_procs: int, key: str, strict: bool) -> int:
 def construct_loader(
     cfg: CfgNode,
     split: str,
-    shape_fn: Optional[ShapeFn] = None,
+    plan_fn: Optional[PlanFn] = None,
     num_procs: int = 1,
     rank: int = 0,
 ) -> DataLoader:
@@ -120,8 +130,9 @@ def construct_loader(
     Args:
         cfg: the run's config (TRAIN.DATASET for train/val, TEST.DATASET for test).
         split: "train", "val" or "test".
-        shape_fn: training only: ``(epoch, it) -> (per-process batch, grid)``;
-            None uses TRAIN.BATCH_SIZE / num_procs and the config's shape.
+        plan_fn: training only: ``(epoch, shard_size) -> [(per-process
+            batch, grid)]``; None: whole batches of TRAIN.BATCH_SIZE /
+            num_procs at the config's shape.
         num_procs: number of training processes (shards).
         rank: this process's rank.
 
@@ -144,21 +155,17 @@ def construct_loader(
     )
     if split == "train":
         batch = _per_process(cfg.TRAIN.BATCH_SIZE, num_procs, "TRAIN.BATCH_SIZE", True)
-        if shape_fn is None:
-
-            def shape_fn(epoch: int, it: int) -> Tuple[int, Optional[SamplingGrid]]:
-                return batch, None
-
+        fixed = plan_fn is None
+        plan_fn = fixed_plan(batch) if fixed else plan_fn
         sampler = DistributedSampler(
             dataset, num_replicas=num_procs, rank=rank, shuffle=True, seed=cfg.RNG_SEED
         )
-        batch_sampler = GridBatchSampler(
-            sampler, shape_fn, cfg.RNG_SEED, drop_last=True
-        )
+        batch_sampler = GridBatchSampler(sampler, plan_fn, cfg.RNG_SEED)
         if len(batch_sampler) == 0:
             raise ValueError(
                 f"train split of {dataset_name(cfg, split)} has {len(sampler)} "
-                f"entries per process, fewer than one batch ({shape_fn(0, 0)[0]})"
+                f"entries per process, fewer than one batch"
+                + (f" ({batch})" if fixed else "")
             )
         return DataLoader(dataset, batch_sampler=batch_sampler, **common)
     batch = _per_process(cfg.TEST.BATCH_SIZE, num_procs, "TEST.BATCH_SIZE", False)

@@ -50,15 +50,10 @@ class Ssv2(VideoDataset):
         self.source = frame_list
         labelled, _ = read_ssv2_labels(data.PATH_TO_DATA_DIR, self.split, strict=True)
         frames, _ = read_frame_list(frame_list, data.PATH_PREFIX, strict=True)
-        num_classes = self.cfg.MODEL.NUM_CLASSES
         self._paths, self._labels, self._names = [], [], []
         missing = 0
         for vid, label in labelled:
-            if not 0 <= label < num_classes:
-                raise ValueError(
-                    f"{videos_json}: video {vid} has class {label}, outside "
-                    f"0..{num_classes - 1} (MODEL.NUM_CLASSES={num_classes})"
-                )
+            self._check_label(label, f"{videos_json}: video {vid}")
             video = frames.get(vid)
             if video is None or not video.paths:
                 missing += 1

@@ -17,6 +17,7 @@ from slowfast.datasets.decoder import DecodeError, check_complete, scan_video
 from slowfast.datasets.frames import list_frame_dir, load_image
 from slowfast.datasets.lists import (
     ListProblem,
+    label_problem,
     read_frame_list,
     read_kinetics_list,
     read_ssv2_labels,
@@ -92,14 +93,6 @@ def _from_list(problems: Sequence[ListProblem]) -> List[Problem]:
     ]
 
 
-def _label_problem(label: int, num_classes: int) -> Optional[str]:
-    if 0 <= label < num_classes:
-        return None
-    return (
-        f"label {label} outside 0..{num_classes - 1} (MODEL.NUM_CLASSES={num_classes})"
-    )
-
-
 def _kinetics(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
     data = cfg.DATA
     report.source = os.path.join(data.PATH_TO_DATA_DIR, f"{split}.csv")
@@ -111,7 +104,7 @@ def _kinetics(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
     jobs = []
     span = data.NUM_FRAMES * data.SAMPLING_RATE
     for path, label, _ in entries:
-        reason = _label_problem(label, cfg.MODEL.NUM_CLASSES)
+        reason = label_problem(label, cfg.MODEL.NUM_CLASSES)
         if reason:
             report.problems.append(Problem(path, reason))
         jobs.append(
@@ -137,7 +130,7 @@ def _ssv2(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
     report.entries = len(labelled) + len(problems)
     jobs = []
     for vid, label in labelled:
-        reason = _label_problem(label, cfg.MODEL.NUM_CLASSES)
+        reason = label_problem(label, cfg.MODEL.NUM_CLASSES)
         if reason:
             report.problems.append(Problem(f"{videos_json} video {vid}", reason))
         video = videos.get(vid)
@@ -175,12 +168,12 @@ def _charades(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
                 c
                 for frame in video.labels
                 for c in frame
-                if _label_problem(c, cfg.MODEL.NUM_CLASSES)
+                if label_problem(c, cfg.MODEL.NUM_CLASSES)
             }
         )
         if bad:
             report.problems.append(
-                Problem(where, _label_problem(bad[0], cfg.MODEL.NUM_CLASSES))
+                Problem(where, label_problem(bad[0], cfg.MODEL.NUM_CLASSES))
             )
         jobs.append(_Job(where, need, frames=tuple(video.paths)))
     return jobs

@@ -89,7 +89,7 @@ class Trainer:
         self.loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
 
         self.train_loader = construct_loader(
-            cfg, "train", shape_fn=self._shape_fn, num_procs=world_size, rank=rank
+            cfg, "train", plan_fn=self._plan, num_procs=world_size, rank=rank
         )
         self.val_loader = construct_loader(cfg, "val", num_procs=world_size, rank=rank)
         self.precise_loader = None
@@ -107,16 +107,15 @@ class Trainer:
             self._write_run_files()
 
     # ------------------------------------------------------------------ set-up
-    def _shape_fn(self, epoch: int, it: int):
-        """Per-process batch size and sampling grid of an iteration (loader)."""
-        shape = self.schedule.iter_shape(epoch, it)
-        grid = SamplingGrid(
-            shape.num_frames,
-            shape.crop_size,
-            *shape.sampling_rate,
-            *shape.jitter_scales,
-        )
-        return shape.per_proc_batch, grid
+    def _plan(self, epoch: int, shard_size: int) -> list:
+        """The loader's batch plan: the schedule's, with a sampling grid per shape."""
+        grids = {}
+        plan = []
+        for shape in self.schedule.epoch_plan(epoch, shard_size):
+            if id(shape) not in grids:
+                grids[id(shape)] = SamplingGrid.from_iter_shape(shape)
+            plan.append((shape.per_proc_batch, grids[id(shape)]))
+        return plan
 
     def _iters(self, epoch: int) -> int:
         """Iterations of each process in ``epoch`` (equals the loader's length)."""

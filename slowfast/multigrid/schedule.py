@@ -32,6 +32,7 @@ from slowfast.multigrid import report as _report
 from slowfast.multigrid.build import schedule_fields
 from slowfast.multigrid.checks import check_crops, check_structure
 from slowfast.multigrid.long_cycle import ScheduleEntry
+from slowfast.multigrid.plan import epoch_plan
 from slowfast.multigrid.shapes import (
     IterShape,
     batch_factor,
@@ -305,11 +306,16 @@ class MultigridSchedule:
             warmup_start_lr=self.policy.warmup_start_lr,
         )
 
+    def epoch_plan(self, epoch: int, shard_size: int) -> list:
+        """One process's batches of ``epoch``: see ``multigrid.plan.epoch_plan``."""
+        return epoch_plan(self, epoch, shard_size)
+
     def iters_in_epoch(self, epoch: int, dataset_size: int) -> int:
         """Returns the iterations of an epoch (each process drops its last batch).
 
         Each process reads ``ceil(dataset_size / num_procs)`` clips (a padded
-        distributed sampler) in batches of the per-iteration sizes.
+        distributed sampler) in batches of the per-iteration sizes: the length
+        of ``epoch_plan`` for that shard, counted without building it.
 
         Args:
             epoch: epoch index.
