@@ -326,3 +326,30 @@ def test_model_and_lr_policy_registered_from_outside_train_through_run_net(
     assert any(s["_type"] == "val_epoch" for s in stats)
     saved = torch.load(glob.glob(str(out / "checkpoints" / "*.pyth"))[-1])
     assert set(saved["model_state"]) == {"fc.weight", "fc.bias"}
+
+
+class FixedShapeNet(ToyVideoNet):
+    """A registered model that takes one clip shape only."""
+
+    @classmethod
+    def describe(cls, cfg):
+        from slowfast.models import ModelInfo
+
+        return ModelInfo(varying_shapes=False)
+
+
+def test_multigrid_refuses_a_model_of_one_shape_before_any_work(tmp_path):
+    from slowfast.models import MODEL_REGISTRY
+    from slowfast.utils.distributed import RunContext
+
+    if "FixedShapeNet" not in MODEL_REGISTRY:
+        MODEL_REGISTRY.register(FixedShapeNet)
+    cfg = _cfg(
+        "Kinetics_I3D_tiny_multigrid.yaml",
+        tmp_path,
+        tmp_path / "out",
+        ["MODEL.MODEL_NAME", "FixedShapeNet"],
+    )
+    with pytest.raises(ValueError, match="FixedShapeNet.*takes clips of one shape"):
+        trainer_module.Trainer(cfg, RunContext())
+    assert not (tmp_path / "out" / "config.yaml").exists()

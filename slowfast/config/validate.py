@@ -8,7 +8,6 @@ _CHOICES = {
     "MODEL.ARCH": ("c2d", "i3d", "slow", "slowfast"),
     "MODEL.HEAD_ACT": ("softmax", "sigmoid", "none"),
     "BN.NORM_TYPE": ("batchnorm", "sub_batchnorm", "sync_batchnorm"),
-    "SOLVER.OPTIMIZING_METHOD": ("sgd",),
     "DATA.ENSEMBLE_METHOD": ("sum", "max"),
     "DATA.DECODING_BACKEND": ("pyav", "frames"),
     "RESNET.TRANS_FUNC": ("bottleneck_transform", "basic_transform"),
@@ -47,12 +46,13 @@ _POSITIVE = (
 
 
 def _registered_choices() -> dict:
-    """Names the registries own: models, losses and LR policies.
+    """Names the registries own: models, losses, optimizers and LR policies.
 
     Imported here, not at module level, so that loading a config does not
     import the model code until a config is validated.
     """
     from slowfast.engine.losses import LOSS_REGISTRY
+    from slowfast.engine.optimizer import OPTIMIZER_REGISTRY
     from slowfast.models import MODEL_REGISTRY
     from slowfast.solver import lr_policy_names
 
@@ -60,6 +60,7 @@ def _registered_choices() -> dict:
         "MODEL.MODEL_NAME": tuple(sorted(name for name, _ in MODEL_REGISTRY)),
         "MODEL.LOSS_FUNC": tuple(sorted(name for name, _ in LOSS_REGISTRY)),
         "SOLVER.LR_POLICY": lr_policy_names(),
+        "SOLVER.OPTIMIZING_METHOD": tuple(sorted(n for n, _ in OPTIMIZER_REGISTRY)),
     }
 
 

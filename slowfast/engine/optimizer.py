@@ -1,14 +1,24 @@
-"""SGD with BN parameters in their own group, and per-iteration LR setting."""
+"""Optimizers by registry (SOLVER.OPTIMIZING_METHOD), with BN parameters in
+their own group, and per-iteration LR setting.
+
+A new optimizer is one function ``f(param_groups, cfg) -> Optimizer``
+decorated with ``@OPTIMIZER_REGISTRY.register()``; its name is the
+SOLVER.OPTIMIZING_METHOD value.
+"""
 
 import torch
 from fvcore.common.config import CfgNode
+from fvcore.common.registry import Registry
 from torch import nn
+
+OPTIMIZER_REGISTRY = Registry("OPTIMIZER")
+OPTIMIZER_REGISTRY.__doc__ = "Optimizers ``f(param_groups, cfg)`` by name."
 
 _NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm, nn.LayerNorm)
 
 
 def construct_optimizer(model: nn.Module, cfg: CfgNode) -> torch.optim.Optimizer:
-    """Builds SGD with two parameter groups: norm layers and the rest.
+    """Builds the optimizer with two parameter groups: norm layers and the rest.
 
     The groups are fixed at construction: changing the BN split count or the
     sync group later swaps no parameter, so the optimizer stays valid.
@@ -32,10 +42,16 @@ def construct_optimizer(model: nn.Module, cfg: CfgNode) -> torch.optim.Optimizer
         {"params": other_params, "weight_decay": cfg.SOLVER.WEIGHT_DECAY},
     ]
     groups = [g for g in groups if g["params"]]
-    if cfg.SOLVER.OPTIMIZING_METHOD != "sgd":
-        raise ValueError(
-            f"SOLVER.OPTIMIZING_METHOD = {cfg.SOLVER.OPTIMIZING_METHOD!r}: only 'sgd'"
-        )
+    name = cfg.SOLVER.OPTIMIZING_METHOD
+    if name not in OPTIMIZER_REGISTRY:
+        known = sorted(k for k, _ in OPTIMIZER_REGISTRY)
+        raise ValueError(f"SOLVER.OPTIMIZING_METHOD = {name!r}: must be one of {known}")
+    return OPTIMIZER_REGISTRY.get(name)(groups, cfg)
+
+
+@OPTIMIZER_REGISTRY.register()
+def sgd(groups: list, cfg: CfgNode) -> torch.optim.Optimizer:
+    """SGD with SOLVER.MOMENTUM, DAMPENING and NESTEROV (the reference's)."""
     return torch.optim.SGD(
         groups,
         lr=cfg.SOLVER.BASE_LR,

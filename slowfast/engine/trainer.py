@@ -62,6 +62,13 @@ class Trainer:
 
         self.schedule = MultigridSchedule.from_cfg(cfg, num_procs=world_size)
         info = describe_model(cfg)
+        multigrid = cfg.MULTIGRID.LONG_CYCLE or cfg.MULTIGRID.SHORT_CYCLE
+        if multigrid and not info.varying_shapes:
+            raise ValueError(
+                f"MODEL.MODEL_NAME = {cfg.MODEL.MODEL_NAME!r} takes clips of one "
+                "shape only; multigrid (MULTIGRID.LONG_CYCLE / SHORT_CYCLE) needs "
+                "a model that takes varying shapes"
+            )
         self.schedule.validate(min_crop=info.spatial_stride, min_frames=info.min_frames)
 
         model = build_model(cfg)
@@ -69,7 +76,6 @@ class Trainer:
             with runtime.preserved_rng():  # logging must not change the run
                 log_model_info(model, cfg)
         self.bn = None
-        multigrid = cfg.MULTIGRID.LONG_CYCLE or cfg.MULTIGRID.SHORT_CYCLE
         if multigrid or cfg.BN.NORM_TYPE != "batchnorm":
             convert_to_sub_bn(model)
             sync_sizes = {

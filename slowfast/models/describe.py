@@ -27,12 +27,15 @@ class ModelInfo:
         spatial_stride: input pixels per pixel of the final feature map;
             smaller crops are rejected.
         min_frames: fewest frames a clip may have.
+        varying_shapes: whether the model takes clips of any frame count and
+            crop (global pooling before the head); multigrid needs it.
     """
 
     num_pathways: int = 1
     alpha: int = 1
     spatial_stride: int = 1
     min_frames: int = 1
+    varying_shapes: bool = True
 
 
 def resnet_spatial_stride(cfg: CfgNode) -> int:
