@@ -129,7 +129,7 @@ def main(argv: Optional[list] = None) -> int:
     print(
         f"base shape: {cfg.TRAIN.BATCH_SIZE} x {cfg.DATA.NUM_FRAMES} x "
         f"{cfg.DATA.TRAIN_CROP_SIZE}^2 (global batch x frames x crop), "
-        f"{num_procs} processes, long cycle "
+        f"{num_procs} process{'es' if num_procs != 1 else ''}, long cycle "
         f"{'on' if schedule.long_cycle else 'off'}, short cycle "
         f"{'on (' + schedule.short_mode + ' crops)' if schedule.short_cycle else 'off'}"
     )

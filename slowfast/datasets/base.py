@@ -106,6 +106,13 @@ class VideoDataset(Dataset):
 
     # Consecutive failed videos after which a training item gives up.
     max_consecutive_failures = 10
+    # The dataset's name in messages (the class name unless set).
+    name: Optional[str] = None
+
+    @property
+    def display_name(self) -> str:
+        """How messages name the dataset ("Kinetics", "SSv2", "Charades")."""
+        return self.name or type(self).__name__
 
     def __init__(self, cfg: CfgNode, split: str):
         if split not in SPLITS:
@@ -129,11 +136,11 @@ class VideoDataset(Dataset):
         self.num_videos = self._load_annotations()
         if self.num_videos == 0:
             raise ValueError(
-                f"{type(self).__name__} {split}: no videos found ({self.source})"
+                f"{self.display_name} {split}: no videos found ({self.source})"
             )
         logger.info(
             "%s %s: %d videos, %d entries (%s)",
-            type(self).__name__,
+            self.display_name,
             split,
             self.num_videos,
             len(self),
@@ -309,7 +316,7 @@ class VideoDataset(Dataset):
             extras = self._extras(current, -1, -1, len(failures))
             return pathways, self._label(classes), current, extras
         raise RuntimeError(
-            f"{type(self).__name__} {self.split}: {len(failures)} videos in a row "
+            f"{self.display_name} {self.split}: {len(failures)} videos in a row "
             f"failed to load (from entry {index}); last: " + " | ".join(failures[-3:])
         )
 
@@ -323,7 +330,7 @@ class VideoDataset(Dataset):
             frames, classes = self._load_clip(video, self.base_grid, fraction, None)
         except DecodeError as err:
             raise RuntimeError(
-                f"{type(self).__name__} {self.split} entry {index} (video {video}) "
+                f"{self.display_name} {self.split} entry {index} (video {video}) "
                 f"failed to load: {err}"
             ) from err
         crop = self.cfg.DATA.TEST_CROP_SIZE

@@ -44,6 +44,8 @@ class Ssv2(VideoDataset):
         split: "train", "val" or "test".
     """
 
+    name = "SSv2"
+
     def _load_annotations(self) -> int:
         data = self.cfg.DATA
         frame_list, _, videos_json = ssv2_files(data.PATH_TO_DATA_DIR, self.split)
