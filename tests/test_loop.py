@@ -193,3 +193,20 @@ def _null_context():
     import contextlib
 
     return contextlib.nullcontext()
+
+
+def test_optimizer_groups_come_from_the_model():
+    from slowfast.engine.optimizer import construct_optimizer
+
+    cfg = load_config(opts=["SOLVER.WEIGHT_DECAY", "0.001", "BN.WEIGHT_DECAY", "0.0"])
+    plain = nn.Sequential(nn.Conv3d(3, 4, 1), nn.BatchNorm3d(4))
+    groups = construct_optimizer(plain, cfg).param_groups
+    assert [len(g["params"]) for g in groups] == [2, 2]  # norm first, then the rest
+    assert [g["weight_decay"] for g in groups] == [0.0, 0.001]
+
+    class OwnGroups(_Toy):
+        def param_groups(self, cfg):
+            return [{"params": list(self.parameters()), "weight_decay": 0.5}]
+
+    own = construct_optimizer(OwnGroups(), cfg).param_groups
+    assert len(own) == 1 and own[0]["weight_decay"] == 0.5

@@ -13,8 +13,10 @@ import torch
 
 from slowfast.config import load_config
 from slowfast.engine import trainer as trainer_module
+from slowfast.engine.loop import HookBase
 from slowfast.engine.tester import test as run_test
 from slowfast.engine.trainer import train
+from slowfast.models import build_model
 from slowfast.utils import checkpoint as cu
 
 from .conftest import REPO_ROOT
@@ -353,3 +355,45 @@ def test_multigrid_refuses_a_model_of_one_shape_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="FixedShapeNet.*takes clips of one shape"):
         trainer_module.Trainer(cfg, RunContext())
     assert not (tmp_path / "out" / "config.yaml").exists()
+
+
+class _StepCounter(HookBase):
+    """A hook with state: counts steps over the whole run."""
+
+    def __init__(self):
+        self.steps = 0
+
+    def after_step(self, state):
+        self.steps += 1
+
+    def state_dict(self):
+        return {"steps": self.steps}
+
+    def load_state_dict(self, state):
+        self.steps = state["steps"]
+
+
+def test_hook_state_is_checkpointed_and_restored_on_resume(demo_data, tmp_path):
+    from slowfast.utils.distributed import RunContext
+
+    class CountingTrainer(trainer_module.Trainer):
+        def build_hooks(self):
+            self.counter = _StepCounter()
+            return super().build_hooks() + [self.counter]
+
+    out = tmp_path / "run"
+    extra = ["SOLVER.MAX_EPOCH", "2", "SOLVER.STEPS", "[0]", "SOLVER.LRS", "[1]",
+             "TRAIN.CHECKPOINT_PERIOD", "1", "TRAIN.EVAL_PERIOD", "10",
+             "BN.USE_PRECISE_STATS", "False", "TRAIN.BATCH_SIZE", "2"]  # fmt: skip
+    cfg = _cfg("Kinetics_I3D_tiny.yaml", demo_data / "kinetics", out, extra)
+    whole = CountingTrainer(cfg, RunContext())
+    whole.train()
+    assert whole.counter.steps == 2 * whole._iters(0)
+    first = cu.load_checkpoint(str(out / "checkpoints/checkpoint_epoch_00001.pyth"),
+                               build_model(cfg))  # fmt: skip
+    assert first["hook_states"] == {"_StepCounter": {"steps": whole._iters(0)}}
+    os.remove(out / "checkpoints" / "checkpoint_epoch_00002.pyth")  # killed here
+    resumed = CountingTrainer(cfg, RunContext())
+    assert resumed.start_epoch == 1
+    resumed.train()
+    assert resumed.counter.steps == whole.counter.steps

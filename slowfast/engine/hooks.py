@@ -235,16 +235,19 @@ class BufferSyncHook(HookBase):
 
 
 class CheckpointHook(HookBase):
-    """Saves model, optimizer, scaler and every process's RNG states."""
+    """Saves model, optimizer, scaler, every process's RNG states and the
+    state of the run's hooks (``hooks``, set by whoever lists them)."""
 
     def __init__(self, cfg: CfgNode, ctx, model, optimizer, scaler):
         self.cfg, self.ctx, self.model = cfg, ctx, model
         self.optimizer, self.scaler = optimizer, scaler
+        self.hooks: list = []
 
     def after_epoch(self, state: LoopState) -> None:
         if not is_due(state.epoch, self.cfg.TRAIN.CHECKPOINT_PERIOD, state.max_epoch):
             return
         rng = runtime.get_rng_state()
+        hook_states = {type(h).__name__: h.state_dict() for h in self.hooks}
         save(
             self.cfg,
             self.ctx,
@@ -253,6 +256,7 @@ class CheckpointHook(HookBase):
             self.scaler,
             state.epoch,
             rng,
+            {name: s for name, s in hook_states.items() if s},
         )
 
 

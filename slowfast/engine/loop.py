@@ -72,7 +72,19 @@ class LoopState:
 
 
 class HookBase:
-    """A hook: override the events it acts on. ``state`` is the loop's state."""
+    """A hook: override the events it acts on. ``state`` is the loop's state.
+
+    A hook that carries state from one epoch to the next returns it from
+    ``state_dict`` (plain values); checkpoints store it under the hook's class
+    name and a resumed run hands it back to ``load_state_dict``.
+    """
+
+    def state_dict(self) -> dict:
+        """What a checkpoint keeps of this hook (empty: nothing)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restores what ``state_dict`` returned, when resuming."""
 
     def before_train(self, state: LoopState) -> None:
         """Before the first epoch."""

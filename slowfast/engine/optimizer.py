@@ -11,14 +11,17 @@ from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
 from torch import nn
 
+from slowfast.models.describe import param_groups
+
 OPTIMIZER_REGISTRY = Registry("OPTIMIZER")
 OPTIMIZER_REGISTRY.__doc__ = "Optimizers ``f(param_groups, cfg)`` by name."
 
-_NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm, nn.LayerNorm)
-
 
 def construct_optimizer(model: nn.Module, cfg: CfgNode) -> torch.optim.Optimizer:
-    """Builds the optimizer with two parameter groups: norm layers and the rest.
+    """Builds the optimizer over the model's parameter groups.
+
+    The groups come from ``models.describe.param_groups`` (by default norm
+    layers and the rest).
 
     The groups are fixed at construction: changing the BN split count or the
     sync group later swaps no parameter, so the optimizer stays valid.
@@ -30,18 +33,7 @@ def construct_optimizer(model: nn.Module, cfg: CfgNode) -> torch.optim.Optimizer
     Returns:
         The optimizer; its LR is set every iteration by ``set_lr``.
     """
-    norm_params, other_params = [], []
-    for module in model.modules():
-        is_norm = isinstance(module, _NORM_TYPES)
-        for param in module.parameters(recurse=False):
-            if param.requires_grad:
-                (norm_params if is_norm else other_params).append(param)
-    # Norm parameters first, as the reference, so its optimizer states load.
-    groups = [
-        {"params": norm_params, "weight_decay": cfg.BN.WEIGHT_DECAY},
-        {"params": other_params, "weight_decay": cfg.SOLVER.WEIGHT_DECAY},
-    ]
-    groups = [g for g in groups if g["params"]]
+    groups = param_groups(model, cfg)
     name = cfg.SOLVER.OPTIMIZING_METHOD
     if name not in OPTIMIZER_REGISTRY:
         known = sorted(k for k, _ in OPTIMIZER_REGISTRY)

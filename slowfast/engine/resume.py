@@ -1,7 +1,7 @@
 """Where a run starts: the newest checkpoint of OUTPUT_DIR or the initial weights."""
 
 import logging
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from fvcore.common.config import CfgNode
@@ -20,8 +20,8 @@ def resume_or_init(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     scaler: Optional[object],
-) -> int:
-    """Loads the state a run continues from and returns its first epoch.
+) -> Tuple[int, dict]:
+    """Loads the state a run continues from; returns its first epoch.
 
     With TRAIN.AUTO_RESUME the newest valid checkpoint of OUTPUT_DIR restores
     model, optimizer, scaler and this process's RNG states. Otherwise
@@ -37,7 +37,9 @@ def resume_or_init(
         scaler: the GradScaler, or None.
 
     Returns:
-        int: the epoch index to start training at.
+        tuple: the epoch index to start training at, and the hooks' states
+        saved with the checkpoint resumed from (class name -> state; empty
+        when starting afresh or initialising from another run).
     """
     path = cu.get_last_checkpoint(cfg.OUTPUT_DIR) if cfg.TRAIN.AUTO_RESUME else None
     if path is not None:
@@ -52,7 +54,7 @@ def resume_or_init(
         if states:
             runtime.set_rng_state(states[ctx.rank % len(states)])
         logger.info("resumed from %s (epoch %d done)", path, info["epoch"] + 1)
-        return info["epoch"] + 1
+        return info["epoch"] + 1, info.get("hook_states") or {}
     if cfg.TRAIN.CHECKPOINT_FILE_PATH:
         reset = cfg.TRAIN.CHECKPOINT_EPOCH_RESET
         info = cu.load_checkpoint(
@@ -67,8 +69,8 @@ def resume_or_init(
             clear_name_pattern=cfg.TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN,
         )
         logger.info("initialised from %s", cfg.TRAIN.CHECKPOINT_FILE_PATH)
-        return 0 if reset else info["epoch"] + 1
-    return 0
+        return (0 if reset else info["epoch"] + 1), {}
+    return 0, {}
 
 
 def save(
@@ -79,6 +81,7 @@ def save(
     scaler: Optional[object],
     epoch: int,
     rng_state: dict,
+    hook_states: Optional[dict] = None,
 ) -> None:
     """Saves the checkpoint of a finished epoch (collective; rank 0 writes).
 
@@ -92,8 +95,12 @@ def save(
         scaler: the GradScaler, or None.
         epoch: index of the finished epoch.
         rng_state: this process's RNG states at the end of the epoch.
+        hook_states: the hooks' states (rank 0's), by hook class name.
     """
     states = du.all_gather_objects(rng_state)
+    extra = {"rng_state": states}
+    if hook_states:
+        extra["hook_states"] = hook_states
     if ctx.is_master:
         path = cu.save_checkpoint(
             cfg.OUTPUT_DIR,
@@ -102,6 +109,6 @@ def save(
             epoch,
             cfg,
             scaler=scaler,
-            extra={"rng_state": states},
+            extra=extra,
         )
         logger.info("saved %s", path)

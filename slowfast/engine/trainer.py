@@ -105,7 +105,7 @@ class Trainer:
             )
         self.dataset_size = len(self.train_loader.dataset)
         check_epochs_have_iterations(self.schedule, self.dataset_size)
-        self.start_epoch = resume_or_init(
+        self.start_epoch, self.hook_states = resume_or_init(
             cfg, ctx, self.model, self.optimizer, self.scaler
         )
         self.global_iter = sum(self._iters(e) for e in range(self.start_epoch))
@@ -212,7 +212,14 @@ class Trainer:
             self.cfg.SOLVER.CLIP_GRAD_L2NORM,
             self.cfg.DATA.MULTI_LABEL,
         )
-        loop = TrainLoop(step, self.train_loader, self._iters, self.build_hooks())
+        hooks = self.build_hooks()
+        for hook in hooks:
+            if isinstance(hook, CheckpointHook):
+                hook.hooks = hooks
+            saved = self.hook_states.get(type(hook).__name__)
+            if saved:
+                hook.load_state_dict(saved)
+        loop = TrainLoop(step, self.train_loader, self._iters, hooks)
         try:
             loop.run(self.start_epoch, max_epoch, self.global_iter)
         finally:

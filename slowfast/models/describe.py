@@ -8,8 +8,10 @@ defaults (one pathway, any frame count, spatial stride 1).
 """
 
 from dataclasses import dataclass
+from typing import List
 
 from fvcore.common.config import CfgNode
+from torch import nn
 
 from slowfast.models.arch import STEM_SPATIAL_STRIDE
 from slowfast.models.build import MODEL_REGISTRY
@@ -44,6 +46,41 @@ def resnet_spatial_stride(cfg: CfgNode) -> int:
     for stage in cfg.RESNET.SPATIAL_STRIDES:
         stride *= int(stage[0])
     return stride
+
+
+_NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm, nn.LayerNorm)
+
+
+def param_groups(model: nn.Module, cfg: CfgNode) -> List[dict]:
+    """The model's parameter groups for the optimizer.
+
+    A model may define ``param_groups(cfg)``; otherwise norm-layer parameters
+    (weight decay BN.WEIGHT_DECAY) come first, as in the reference, so that its
+    optimizer states load, then the rest (SOLVER.WEIGHT_DECAY). Empty groups
+    are left out.
+
+    Args:
+        model: the model (a DDP wrapper is looked through).
+        cfg: the run's config.
+
+    Returns:
+        list[dict]: ``{"params": [...], "weight_decay": ...}`` groups.
+    """
+    inner = getattr(model, "module", model)
+    own = getattr(inner, "param_groups", None)
+    if callable(own):
+        return own(cfg)
+    norm_params, other_params = [], []
+    for module in model.modules():
+        is_norm = isinstance(module, _NORM_TYPES)
+        for param in module.parameters(recurse=False):
+            if param.requires_grad:
+                (norm_params if is_norm else other_params).append(param)
+    groups = [
+        {"params": norm_params, "weight_decay": cfg.BN.WEIGHT_DECAY},
+        {"params": other_params, "weight_decay": cfg.SOLVER.WEIGHT_DECAY},
+    ]
+    return [g for g in groups if g["params"]]
 
 
 def describe_model(cfg: CfgNode) -> ModelInfo:
