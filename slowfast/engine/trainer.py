@@ -105,6 +105,16 @@ class Trainer:
             )
         self.dataset_size = len(self.train_loader.dataset)
         check_epochs_have_iterations(self.schedule, self.dataset_size)
+        if multigrid:
+            total = self.schedule.total_iters(self.dataset_size)
+            base = self.schedule.baseline_iters(self.dataset_size)
+            logger.info(
+                "%d iterations in all on %d clips: %.2fx fewer than the baseline's %d",
+                total,
+                self.dataset_size,
+                base / total,
+                base,
+            )
         self.start_epoch, self.hook_states = resume_or_init(
             cfg, ctx, self.model, self.optimizer, self.scaler
         )

@@ -116,7 +116,8 @@ class MultigridSchedule:
         schedule.validate(min_crop)
         logger.info(
             "schedule: long cycle %s, short cycle %s, %d entries, %d epochs, "
-            "%.2fx fewer iterations than the %d-epoch baseline",
+            "%.2fx fewer iterations than the %d-epoch baseline (the paper's "
+            "measure: unrounded batch factors, whole epochs)",
             "on" if schedule.long_cycle else "off",
             "on" if schedule.short_cycle else "off",
             len(schedule.entries),
