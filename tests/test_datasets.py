@@ -296,9 +296,7 @@ def test_malformed_list_and_bad_labels(tmp_path):
         build_dataset("kinetics", tiny_cfg(root), "train")
     with open(os.path.join(root, "train.csv"), "w") as f:
         f.write("a.mp4 0\nb.mp4 3\n")
-    with pytest.raises(
-        ValueError, match=r"train.csv:2: .*b.mp4: label 3 outside 0..2"
-    ):
+    with pytest.raises(ValueError, match=r"train.csv:2: .*b.mp4: label 3 outside 0..2"):
         build_dataset("kinetics", tiny_cfg(root), "train")
     with pytest.raises(FileNotFoundError, match="val.csv"):
         build_dataset("kinetics", tiny_cfg(root), "val")

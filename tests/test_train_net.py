@@ -123,6 +123,8 @@ def test_train_then_test_each_arch_and_layout(demo_data, tmp_path, name, layout)
         assert metrics["views_per_video"] == (1 if layout == "ssv2" else 2)
     saved = torch.load(tmp_path / "test_results.pyth")
     assert saved["video_scores"].shape == (metrics["num_videos"], cfg.MODEL.NUM_CLASSES)
+    assert len(saved["video_paths"]) == metrics["num_videos"]
+    assert saved["checkpoint"].endswith("checkpoint_epoch_00001.pyth")
     stats = (tmp_path / "json_stats.log").read_text()
     assert '"train_epoch"' in stats and '"val_epoch"' in stats
     assert (tmp_path / "config.yaml").exists() and (tmp_path / "schedule.json").exists()
@@ -397,3 +399,42 @@ def test_hook_state_is_checkpointed_and_restored_on_resume(demo_data, tmp_path):
     assert resumed.start_epoch == 1
     resumed.train()
     assert resumed.counter.steps == whole.counter.steps
+
+
+def test_test_only_run_keeps_earlier_results_and_writes_tensorboard(
+    demo_data, tmp_path
+):
+    import shutil
+
+    extra = ["SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS", "[0]", "SOLVER.LRS", "[1]",
+             "TRAIN.BATCH_SIZE", "2", "TEST.BATCH_SIZE", "4",
+             "TEST.NUM_ENSEMBLE_VIEWS", "1", "TEST.NUM_SPATIAL_CROPS", "1",
+             "BN.USE_PRECISE_STATS", "False"]  # fmt: skip
+    cfg = _cfg("Kinetics_I3D_tiny.yaml", demo_data / "kinetics", tmp_path, extra)
+    train(cfg)
+    run_test(cfg)
+    first = torch.load(tmp_path / "test_results.pyth")
+    other = tmp_path / "elsewhere" / "checkpoint_epoch_00007.pyth"
+    other.parent.mkdir()
+    shutil.copy(cu.get_last_checkpoint(str(tmp_path)), other)
+    again = _cfg(
+        "Kinetics_I3D_tiny.yaml",
+        demo_data / "kinetics",
+        tmp_path,
+        extra
+        + [
+            "TRAIN.ENABLE",
+            "False",
+            "TEST.CHECKPOINT_FILE_PATH",
+            str(other),
+            "TENSORBOARD.ENABLE",
+            "True",
+        ],  # fmt: skip
+    )
+    run_test(again)
+    kept = torch.load(tmp_path / "test_results.pyth")
+    assert kept["checkpoint"] == first["checkpoint"] != str(other)
+    assert torch.equal(kept["video_scores"], first["video_scores"])
+    new = torch.load(tmp_path / "test_results_checkpoint_epoch_00007.pyth")
+    assert new["checkpoint"] == str(other)
+    assert glob.glob(str(tmp_path / "runs-kinetics" / "events.out.tfevents.*"))

@@ -2,6 +2,7 @@
 
 import logging
 import os
+import re
 
 import torch
 from fvcore.common.config import CfgNode
@@ -85,7 +86,46 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
             100 / cfg.MODEL.NUM_CLASSES,
         )
     if ctx.is_master and cfg.TEST.SAVE_RESULTS_PATH:
-        out = os.path.join(cfg.OUTPUT_DIR, cfg.TEST.SAVE_RESULTS_PATH)
-        torch.save({"video_scores": scores, "video_labels": labels}, out)
-        logger.info("per-video scores and labels saved to %s", out)
+        dataset = loader.dataset
+        results = {
+            "video_scores": scores,
+            "video_labels": labels,
+            "video_paths": [dataset.video_path(i) for i in range(dataset.num_videos)],
+            "checkpoint": path,
+        }
+        out = _results_path(cfg, path)
+        torch.save(results, out)
+        logger.info("per-video scores, labels and paths saved to %s", out)
+    if ctx.is_master and cfg.TENSORBOARD.ENABLE:
+        _write_test_scalars(cfg, metrics, path)
     return metrics
+
+
+def _results_path(cfg: CfgNode, checkpoint: str) -> str:
+    """OUTPUT_DIR/TEST.SAVE_RESULTS_PATH, unless it holds another checkpoint's
+    results: then a file named after the tested checkpoint (nothing is
+    overwritten that another test wrote)."""
+    out = os.path.join(cfg.OUTPUT_DIR, cfg.TEST.SAVE_RESULTS_PATH)
+    if os.path.exists(out):
+        previous = torch.load(out, map_location="cpu", weights_only=True)
+        if previous.get("checkpoint") != checkpoint:
+            stem, ext = os.path.splitext(out)
+            tag = os.path.splitext(os.path.basename(checkpoint))[0]
+            logger.info("%s holds the results of another test; keeping it", out)
+            out = f"{stem}_{tag}{ext}"
+    return out
+
+
+def _write_test_scalars(cfg: CfgNode, metrics: dict, checkpoint: str) -> None:
+    """Test/top1_err, top5_err or map in TensorBoard, at the checkpoint's epoch."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    log_dir = cfg.TENSORBOARD.LOG_DIR or os.path.join(
+        cfg.OUTPUT_DIR, f"runs-{cfg.TEST.DATASET}"
+    )
+    match = re.search(r"(\d+)", os.path.basename(checkpoint))
+    epoch = int(match.group(1)) if match else 0  # checkpoint_epoch_00040 -> 40
+    with SummaryWriter(log_dir) as writer:
+        for key in ("top1_err", "top5_err", "map"):
+            if key in metrics:
+                writer.add_scalar(f"Test/{key}", metrics[key], epoch)
