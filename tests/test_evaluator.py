@@ -99,3 +99,19 @@ def test_two_processes_drop_padded_duplicates_and_reduce(tmp_path):
     assert torch.equal(summed, summed1) and torch.equal(maxed, maxed1)
     assert summed.argmax(1).tolist() == [i % 3 for i in range(7)]
     assert torch.equal(summed, maxed)
+
+
+def test_chance_map_is_what_random_scores_get():
+    from slowfast.engine.metrics import chance_map, mean_average_precision
+
+    gen = torch.Generator().manual_seed(0)
+    rates = torch.linspace(0.05, 0.5, 10)
+    targets = (torch.rand(4000, 10, generator=gen) < rates).float()
+    targets[:, 3] = 0  # a class without positives is left out, as in the mAP
+    random_map = [
+        mean_average_precision(torch.rand(4000, 10, generator=gen), targets)
+        for _ in range(5)
+    ]
+    expected = float(rates[[i for i in range(10) if i != 3]].mean())
+    assert chance_map(targets) == pytest.approx(expected, abs=0.01)
+    assert sum(random_map) / 5 == pytest.approx(chance_map(targets), abs=0.01)

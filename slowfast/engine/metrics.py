@@ -30,6 +30,24 @@ def topk_errors(
     return [100.0 * (1.0 - hits[:, : min(k, maxk)].any(1).sum().item() / n) for k in ks]
 
 
+def chance_map(targets: torch.Tensor) -> float:
+    """The mAP that random scores get in expectation: the mean positive rate.
+
+    A class's average precision under random scores is, in expectation, the
+    share of its positives; classes without positives are left out, as in
+    :func:`mean_average_precision`.
+
+    Args:
+        targets: [N, K] multi-hot targets.
+
+    Returns:
+        float: in [0, 1].
+    """
+    rate = targets.float().mean(0)
+    present = targets.float().sum(0) > 0
+    return float(rate[present].mean()) if present.any() else 0.0
+
+
 def mean_average_precision(scores: torch.Tensor, targets: torch.Tensor) -> float:
     """Mean over classes of the average precision, as the reference computes it.
 

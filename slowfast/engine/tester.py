@@ -10,6 +10,7 @@ from fvcore.common.config import CfgNode
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.engine import runtime
 from slowfast.engine.evaluator import evaluate
+from slowfast.engine.metrics import chance_map
 from slowfast.models import build_model
 from slowfast.utils import checkpoint as cu
 from slowfast.utils.distributed import RunContext
@@ -70,9 +71,11 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     views = metrics["views_per_video"]
     if "map" in metrics:
         logger.info(
-            "test mAP: %.2f%% over %d videos",
+            "test mAP: %.2f%% over %d videos (random scores: about %.2f%%, the "
+            "mean share of positives)",
             100 * metrics["map"],
             metrics["num_videos"],
+            100 * chance_map(labels),
         )
     else:
         logger.info(
