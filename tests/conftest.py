@@ -1,6 +1,8 @@
 """Shared pytest fixtures."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -23,3 +25,29 @@ def _seed_torch():
     torch.manual_seed(0)
     torch.set_num_threads(1)
     yield
+
+
+@pytest.fixture(scope="session")
+def demo_data(tmp_path_factory):
+    """Tiny data in all three layouts, plus a Kinetics train list repeated 6x
+    so that multigrid's largest batches fit in one epoch."""
+    root = tmp_path_factory.mktemp("demo")
+    subprocess.run(
+        [
+            sys.executable,
+            os.path.join(REPO_ROOT, "tools", "make_demo_data.py"),
+            "--out",
+            str(root),
+            "--size",
+            "tiny",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    big = root / "kinetics_x6"
+    big.mkdir()
+    for split in ("train", "val", "test"):
+        lines = (root / "kinetics" / f"{split}.csv").read_text().splitlines()
+        reps = 6 if split == "train" else 1
+        (big / f"{split}.csv").write_text("\n".join(lines * reps) + "\n")
+    return root

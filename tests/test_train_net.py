@@ -1,7 +1,6 @@
 """Short training and test runs on generated Moving Digits data."""
 
 import glob
-import json
 import os
 import signal
 import subprocess
@@ -13,42 +12,14 @@ import torch
 
 from slowfast.config import load_config
 from slowfast.engine import trainer as trainer_module
-from slowfast.engine.loop import HookBase
 from slowfast.engine.tester import test as run_test
 from slowfast.engine.trainer import train
-from slowfast.models import build_model
 from slowfast.utils import checkpoint as cu
 
 from .conftest import REPO_ROOT
 
 DEMO = os.path.join(REPO_ROOT, "configs", "Demo")
 RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
-
-
-@pytest.fixture(scope="session")
-def demo_data(tmp_path_factory):
-    """Tiny data in all three layouts, plus a Kinetics train list repeated 6x
-    so that multigrid's largest batches fit in one epoch."""
-    root = tmp_path_factory.mktemp("demo")
-    subprocess.run(
-        [
-            sys.executable,
-            os.path.join(REPO_ROOT, "tools", "make_demo_data.py"),
-            "--out",
-            str(root),
-            "--size",
-            "tiny",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    big = root / "kinetics_x6"
-    big.mkdir()
-    for split in ("train", "val", "test"):
-        lines = (root / "kinetics" / f"{split}.csv").read_text().splitlines()
-        reps = 6 if split == "train" else 1
-        (big / f"{split}.csv").write_text("\n".join(lines * reps) + "\n")
-    return root
 
 
 def _opts(data_dir, out_dir, extra=()):
@@ -282,123 +253,6 @@ def test_nan_loss_stops_with_iteration_and_keeps_last_checkpoint(
         train(cfg)
     assert "checkpoint_epoch_00001.pyth" in str(info.value)
     assert cu.get_last_checkpoint(str(tmp_path)).endswith("checkpoint_epoch_00001.pyth")
-
-
-class ToyVideoNet(torch.nn.Module):
-    """A model registered from outside the package: pooled pixels -> classes."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.fc = torch.nn.Linear(3, cfg.MODEL.NUM_CLASSES)
-
-    def forward(self, inputs):
-        return self.fc(inputs[0].mean(dim=(2, 3, 4)))
-
-
-def halving(epoch, *, base_lr, max_epoch):
-    """An LR policy registered from outside the package: halves every epoch."""
-    return base_lr * 0.5 ** int(epoch)
-
-
-def test_model_and_lr_policy_registered_from_outside_train_through_run_net(
-    demo_data, tmp_path
-):
-    from slowfast.models import MODEL_REGISTRY
-    from slowfast.solver import LR_POLICY_REGISTRY
-
-    from .tool_utils import load_tool
-
-    if "ToyVideoNet" not in MODEL_REGISTRY:
-        MODEL_REGISTRY.register(ToyVideoNet)
-    if "halving" not in LR_POLICY_REGISTRY:
-        LR_POLICY_REGISTRY.register(halving)
-    out = tmp_path / "toy"
-    extra = [
-        "MODEL.MODEL_NAME", "ToyVideoNet", "SOLVER.LR_POLICY", "halving",
-        "SOLVER.BASE_LR", "0.4", "SOLVER.WARMUP_EPOCHS", "0.0",
-        "SOLVER.MAX_EPOCH", "3", "TEST.ENABLE", "False", "BN.USE_PRECISE_STATS",
-        "False", "TRAIN.BATCH_SIZE", "2", "SOLVER.STEPS", "[]",
-    ]  # fmt: skip
-    argv = ["--cfg", os.path.join(DEMO, "Kinetics_I3D_tiny.yaml")]
-    argv += _opts(demo_data / "kinetics", out, extra)
-    assert load_tool("run_net.py").main(argv) == 0
-    stats = [
-        json.loads(line) for line in (out / "json_stats.log").read_text().splitlines()
-    ]
-    lrs = [s["lr"] for s in stats if s["_type"] == "train_epoch"]
-    assert lrs == [0.4, 0.2, 0.1]
-    assert any(s["_type"] == "val_epoch" for s in stats)
-    saved = torch.load(glob.glob(str(out / "checkpoints" / "*.pyth"))[-1])
-    assert set(saved["model_state"]) == {"fc.weight", "fc.bias"}
-
-
-class FixedShapeNet(ToyVideoNet):
-    """A registered model that takes one clip shape only."""
-
-    @classmethod
-    def describe(cls, cfg):
-        from slowfast.models import ModelInfo
-
-        return ModelInfo(varying_shapes=False)
-
-
-def test_multigrid_refuses_a_model_of_one_shape_before_any_work(tmp_path):
-    from slowfast.models import MODEL_REGISTRY
-    from slowfast.utils.distributed import RunContext
-
-    if "FixedShapeNet" not in MODEL_REGISTRY:
-        MODEL_REGISTRY.register(FixedShapeNet)
-    cfg = _cfg(
-        "Kinetics_I3D_tiny_multigrid.yaml",
-        tmp_path,
-        tmp_path / "out",
-        ["MODEL.MODEL_NAME", "FixedShapeNet"],
-    )
-    with pytest.raises(ValueError, match="FixedShapeNet.*takes clips of one shape"):
-        trainer_module.Trainer(cfg, RunContext())
-    assert not (tmp_path / "out" / "config.yaml").exists()
-
-
-class _StepCounter(HookBase):
-    """A hook with state: counts steps over the whole run."""
-
-    def __init__(self):
-        self.steps = 0
-
-    def after_step(self, state):
-        self.steps += 1
-
-    def state_dict(self):
-        return {"steps": self.steps}
-
-    def load_state_dict(self, state):
-        self.steps = state["steps"]
-
-
-def test_hook_state_is_checkpointed_and_restored_on_resume(demo_data, tmp_path):
-    from slowfast.utils.distributed import RunContext
-
-    class CountingTrainer(trainer_module.Trainer):
-        def build_hooks(self):
-            self.counter = _StepCounter()
-            return super().build_hooks() + [self.counter]
-
-    out = tmp_path / "run"
-    extra = ["SOLVER.MAX_EPOCH", "2", "SOLVER.STEPS", "[0]", "SOLVER.LRS", "[1]",
-             "TRAIN.CHECKPOINT_PERIOD", "1", "TRAIN.EVAL_PERIOD", "10",
-             "BN.USE_PRECISE_STATS", "False", "TRAIN.BATCH_SIZE", "2"]  # fmt: skip
-    cfg = _cfg("Kinetics_I3D_tiny.yaml", demo_data / "kinetics", out, extra)
-    whole = CountingTrainer(cfg, RunContext())
-    whole.train()
-    assert whole.counter.steps == 2 * whole._iters(0)
-    first = cu.load_checkpoint(str(out / "checkpoints/checkpoint_epoch_00001.pyth"),
-                               build_model(cfg))  # fmt: skip
-    assert first["hook_states"] == {"_StepCounter": {"steps": whole._iters(0)}}
-    os.remove(out / "checkpoints" / "checkpoint_epoch_00002.pyth")  # killed here
-    resumed = CountingTrainer(cfg, RunContext())
-    assert resumed.start_epoch == 1
-    resumed.train()
-    assert resumed.counter.steps == whole.counter.steps
 
 
 def test_test_only_run_keeps_earlier_results_and_writes_tensorboard(

@@ -4,6 +4,8 @@ import os
 import random
 from typing import List, Optional
 
+from fvcore.common.config import CfgNode
+
 from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY
 from slowfast.datasets.frames import load_frames
@@ -38,11 +40,25 @@ class Charades(VideoDataset):
         split: "train", "val" or "test".
     """
 
+    @classmethod
+    def read_list(cls, cfg: CfgNode, split: str, strict: bool = True):
+        """Reads the split's frame list with per-frame labels (the verifier too).
+
+        Args:
+            cfg: the run's config.
+            split: "train", "val" ("test" reads the val list).
+            strict: raise at the first bad line (else collect the problems).
+
+        Returns:
+            tuple: (list file, {video id: frames and labels}, [ListProblem]).
+        """
+        name = "train.csv" if split == "train" else "val.csv"
+        source = os.path.join(cfg.DATA.PATH_TO_DATA_DIR, name)
+        videos, problems = read_frame_list(source, cfg.DATA.PATH_PREFIX, strict)
+        return source, videos, problems
+
     def _load_annotations(self) -> int:
-        data = self.cfg.DATA
-        name = "train.csv" if self.split == "train" else "val.csv"
-        self.source = os.path.join(data.PATH_TO_DATA_DIR, name)
-        videos, _ = read_frame_list(self.source, data.PATH_PREFIX, strict=True)
+        self.source, videos, _ = self.read_list(self.cfg, self.split)
         self._names, self._paths, self._frame_labels, self._video_labels = (
             [],
             [],

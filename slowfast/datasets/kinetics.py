@@ -4,6 +4,8 @@ import os
 import random
 from typing import Optional
 
+from fvcore.common.config import CfgNode
+
 from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY
 from slowfast.datasets.decoder import decode_pyav
@@ -31,12 +33,27 @@ class Kinetics(VideoDataset):
         split: "train", "val" or "test".
     """
 
-    def _load_annotations(self) -> int:
-        data = self.cfg.DATA
-        self.source = os.path.join(data.PATH_TO_DATA_DIR, f"{self.split}.csv")
-        entries, _ = read_kinetics_list(
-            self.source, data.PATH_PREFIX, data.PATH_LABEL_SEPARATOR, strict=True
+    @classmethod
+    def read_list(cls, cfg: CfgNode, split: str, strict: bool = True):
+        """Reads ``{split}.csv`` (the verifier reads it through here too).
+
+        Args:
+            cfg: the run's config.
+            split: "train", "val" or "test".
+            strict: raise at the first bad line (else collect the problems).
+
+        Returns:
+            tuple: (list file, [(path, label, line)], [ListProblem]).
+        """
+        data = cfg.DATA
+        source = os.path.join(data.PATH_TO_DATA_DIR, f"{split}.csv")
+        entries, problems = read_kinetics_list(
+            source, data.PATH_PREFIX, data.PATH_LABEL_SEPARATOR, strict=strict
         )
+        return source, entries, problems
+
+    def _load_annotations(self) -> int:
+        self.source, entries, _ = self.read_list(self.cfg, self.split)
         for path, label, line in entries:
             self._check_label(label, f"{self.source}:{line}: {path}")
         self._paths = [e[0] for e in entries]

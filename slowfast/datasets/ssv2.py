@@ -5,6 +5,8 @@ import os
 import random
 from typing import Optional
 
+from fvcore.common.config import CfgNode
+
 from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY
 from slowfast.datasets.frames import load_frames
@@ -46,12 +48,30 @@ class Ssv2(VideoDataset):
 
     name = "SSv2"
 
+    @classmethod
+    def read_lists(cls, cfg: CfgNode, split: str, strict: bool = True):
+        """Reads the split's labels (JSON) and frame list (the verifier too).
+
+        Args:
+            cfg: the run's config.
+            split: "train", "val" or "test".
+            strict: raise at the first bad entry (else collect the problems).
+
+        Returns:
+            tuple: (frame list file, videos JSON file, [(video id, label)],
+            {video id: frames}, [ListProblem]).
+        """
+        data = cfg.DATA
+        frame_list, _, videos_json = ssv2_files(data.PATH_TO_DATA_DIR, split)
+        labelled, problems = read_ssv2_labels(data.PATH_TO_DATA_DIR, split, strict)
+        frames, more = read_frame_list(frame_list, data.PATH_PREFIX, strict=strict)
+        return frame_list, videos_json, labelled, frames, list(problems) + list(more)
+
     def _load_annotations(self) -> int:
-        data = self.cfg.DATA
-        frame_list, _, videos_json = ssv2_files(data.PATH_TO_DATA_DIR, self.split)
+        frame_list, videos_json, labelled, frames, _ = self.read_lists(
+            self.cfg, self.split
+        )
         self.source = frame_list
-        labelled, _ = read_ssv2_labels(data.PATH_TO_DATA_DIR, self.split, strict=True)
-        frames, _ = read_frame_list(frame_list, data.PATH_PREFIX, strict=True)
         self._paths, self._labels, self._names = [], [], []
         missing = 0
         for vid, label in labelled:

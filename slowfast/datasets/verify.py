@@ -13,16 +13,12 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from fvcore.common.config import CfgNode
 
 from slowfast.datasets.build import dataset_name
+from slowfast.datasets.charades import Charades
 from slowfast.datasets.decoder import DecodeError, check_complete, scan_video
 from slowfast.datasets.frames import list_frame_dir, load_image
-from slowfast.datasets.lists import (
-    ListProblem,
-    label_problem,
-    read_frame_list,
-    read_kinetics_list,
-    read_ssv2_labels,
-)
-from slowfast.datasets.ssv2 import ssv2_files
+from slowfast.datasets.kinetics import Kinetics
+from slowfast.datasets.lists import ListProblem, label_problem
+from slowfast.datasets.ssv2 import Ssv2, ssv2_files
 
 
 @dataclass(frozen=True)
@@ -96,9 +92,7 @@ def _from_list(problems: Sequence[ListProblem]) -> List[Problem]:
 def _kinetics(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
     data = cfg.DATA
     report.source = os.path.join(data.PATH_TO_DATA_DIR, f"{split}.csv")
-    entries, problems = read_kinetics_list(
-        report.source, data.PATH_PREFIX, data.PATH_LABEL_SEPARATOR, strict=False
-    )
+    report.source, entries, problems = Kinetics.read_list(cfg, split, strict=False)
     report.problems += _from_list(problems)
     report.entries = len(entries) + len(problems)
     jobs = []
@@ -121,11 +115,7 @@ def _kinetics(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
 def _ssv2(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
     frame_list, _, videos_json = ssv2_files(cfg.DATA.PATH_TO_DATA_DIR, split)
     report.source = frame_list
-    labelled, problems = read_ssv2_labels(
-        cfg.DATA.PATH_TO_DATA_DIR, split, strict=False
-    )
-    report.problems += _from_list(problems)
-    videos, problems = read_frame_list(frame_list, cfg.DATA.PATH_PREFIX, strict=False)
+    _, _, labelled, videos, problems = Ssv2.read_lists(cfg, split, strict=False)
     report.problems += _from_list(problems)
     report.entries = len(labelled) + len(problems)
     jobs = []
@@ -154,9 +144,7 @@ def _ssv2(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
 def _charades(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
     name = "train.csv" if split == "train" else "val.csv"
     report.source = os.path.join(cfg.DATA.PATH_TO_DATA_DIR, name)
-    videos, problems = read_frame_list(
-        report.source, cfg.DATA.PATH_PREFIX, strict=False
-    )
+    report.source, videos, problems = Charades.read_list(cfg, split, strict=False)
     report.problems += _from_list(problems)
     report.entries = len(videos) + len(problems)
     need = (cfg.DATA.NUM_FRAMES - 1) * cfg.DATA.SAMPLING_RATE + 1
