@@ -130,3 +130,10 @@ def test_hook_state_is_checkpointed_and_restored_on_resume(demo_data, tmp_path):
     assert resumed.start_epoch == 1
     resumed.train()
     assert resumed.counter.steps == whole.counter.steps
+    lines = [json.loads(s) for s in (out / "json_stats.log").read_text().splitlines()]
+    kinds = [line["_type"] for line in lines]
+    at = kinds.index("resume")  # marks the replayed epoch's lines
+    assert lines[at]["epoch"] == 1 and lines[at]["checkpoint"].endswith("00001.pyth")
+    assert [line["epoch"] for line in lines[at:] if line["_type"] == "train_epoch"] == [
+        "2/2"
+    ]

@@ -150,6 +150,10 @@ def test_parse_stats_from_a_synthetic_log():
     assert (result["val_top1"], result["val_top5"]) == (80.0, 95.0)
     assert (result["test_top1"], result["test_top5"]) == (75.0, 97.5)
     assert result["test_map"] is None and result["val_map"] is None
+    # A resume from epoch 1's checkpoint replays epoch 2: counted once.
+    resume = _line(_type="resume", epoch=1, checkpoint="c1")
+    replayed = lines[:5] + [resume] + lines[4:]  # epoch 2's line twice
+    assert st.parse_stats(replayed) == result
     charades = st.parse_stats([_line(_type="test_final", map=0.25)])
     assert charades["test_map"] == 25.0 and charades["test_top1"] is None
     assert charades["epochs"] == 0 and charades["iterations"] is None

@@ -10,6 +10,7 @@ from torch import nn
 from slowfast.engine import runtime
 from slowfast.utils import checkpoint as cu
 from slowfast.utils import distributed as du
+from slowfast.utils.logging import log_json_stats
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,12 @@ def resume_or_init(
         if states:
             runtime.set_rng_state(states[ctx.rank % len(states)])
         logger.info("resumed from %s (epoch %d done)", path, info["epoch"] + 1)
+        # Marks where the replayed epochs' lines start in json_stats.log.
+        log_json_stats(
+            {"_type": "resume", "checkpoint": path, "epoch": info["epoch"] + 1},
+            cfg.OUTPUT_DIR,
+            ctx.rank,
+        )
         return info["epoch"] + 1, info.get("hook_states") or {}
     if cfg.TRAIN.CHECKPOINT_FILE_PATH:
         reset = cfg.TRAIN.CHECKPOINT_EPOCH_RESET

@@ -213,7 +213,9 @@ def parse_stats(lines: Iterable[str]) -> dict:
 
     Args:
         lines: the file's lines (``train_epoch``, ``val_epoch`` and
-            ``test_final`` lines are read, the others skipped).
+            ``test_final`` lines are read; a ``resume`` line drops the
+            ``train_epoch`` lines after its checkpoint's epoch, which the
+            resumed run writes again; the others are skipped).
 
     Returns:
         dict: ``epochs`` (train_epoch lines), ``iterations`` (from their
@@ -228,7 +230,10 @@ def parse_stats(lines: Iterable[str]) -> dict:
             continue
         stats = json.loads(line)
         kind = stats.get("_type")
-        if kind == "train_epoch":
+        if kind == "resume":  # the epochs after the checkpoint are run again
+            done = int(stats["epoch"])
+            epochs = [s for s in epochs if int(s["epoch"].split("/")[0]) <= done]
+        elif kind == "train_epoch":
             epochs.append(stats)
         elif kind in ("val_epoch", "test_final"):
             last[kind] = stats
