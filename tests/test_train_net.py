@@ -1,6 +1,7 @@
 """Short training and test runs on generated Moving Digits data."""
 
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -292,3 +293,23 @@ def test_test_only_run_keeps_earlier_results_and_writes_tensorboard(
     new = torch.load(tmp_path / "test_results_checkpoint_epoch_00007.pyth")
     assert new["checkpoint"] == str(other)
     assert glob.glob(str(tmp_path / "runs-kinetics" / "events.out.tfevents.*"))
+
+
+def test_rerun_after_a_kill_before_the_final_validation_runs_it(demo_data, tmp_path):
+    extra = ["SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS", "[0]", "SOLVER.LRS", "[1]",
+             "TRAIN.BATCH_SIZE", "2", "BN.USE_PRECISE_STATS", "False"]  # fmt: skip
+    cfg = _cfg("Kinetics_I3D_tiny.yaml", demo_data / "kinetics", tmp_path, extra)
+    stats = tmp_path / "json_stats.log"
+
+    def val_lines():
+        lines = [json.loads(s) for s in stats.read_text().splitlines() if s.strip()]
+        return [s for s in lines if s["_type"] == "val_epoch"]
+
+    train(cfg)
+    assert len(val_lines()) == 1
+    kept = [s for s in stats.read_text().splitlines() if '"val_epoch"' not in s]
+    stats.write_text("\n".join(kept) + "\n")  # killed after the checkpoint
+    train(cfg)
+    assert [s["epoch"] for s in val_lines()] == ["1/1"]
+    train(cfg)  # nothing left to do: no second validation
+    assert len(val_lines()) == 1

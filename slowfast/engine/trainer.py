@@ -28,7 +28,7 @@ from slowfast.engine.hooks import (
     TensorBoardWriter,
     is_due,
 )
-from slowfast.engine.loop import HookBase, TrainLoop
+from slowfast.engine.loop import HookBase, LoopState, TrainLoop
 from slowfast.engine.losses import get_loss_func
 from slowfast.engine.optimizer import construct_optimizer
 from slowfast.engine.resume import resume_or_init
@@ -36,7 +36,7 @@ from slowfast.engine.step import TrainStep
 from slowfast.models import build_model, describe_model
 from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid.checks import check_epochs_have_iterations
-from slowfast.utils.distributed import RunContext
+from slowfast.utils.distributed import RunContext, all_gather_objects
 from slowfast.utils.logging import setup_logging
 from slowfast.utils.model_stats import log_model_info
 
@@ -205,6 +205,12 @@ class Trainer:
     def train(self) -> None:
         """Runs the remaining epochs of the schedule."""
         max_epoch = self.schedule.max_epoch
+        if self.start_epoch >= max_epoch:
+            try:
+                self._validate_if_missing()
+            finally:
+                self._shutdown_loaders()
+            return
         logger.info(
             "training epochs %d..%d of %d (%d clips per epoch)",
             self.start_epoch + 1,
@@ -233,9 +239,40 @@ class Trainer:
         try:
             loop.run(self.start_epoch, max_epoch, self.global_iter)
         finally:
-            for loader in (self.train_loader, self.val_loader, self.precise_loader):
-                if loader is not None:
-                    shutdown_workers(loader)
+            self._shutdown_loaders()
+
+    def _shutdown_loaders(self) -> None:
+        for loader in (self.train_loader, self.val_loader, self.precise_loader):
+            if loader is not None:
+                shutdown_workers(loader)
+
+    def _validate_if_missing(self) -> None:
+        """Every epoch is trained: runs the final validation if the run that
+        trained the last epoch was stopped before logging it."""
+        max_epoch = self.schedule.max_epoch
+        done = False
+        if self.ctx.is_master:
+            path = os.path.join(self.cfg.OUTPUT_DIR, "json_stats.log")
+            if os.path.exists(path):
+                with open(path) as f:
+                    lines = [simplejson.loads(line) for line in f if line.strip()]
+                done = any(
+                    line.get("_type") == "val_epoch"
+                    and line.get("epoch") == f"{max_epoch}/{max_epoch}"
+                    for line in lines
+                )
+        if all_gather_objects(done)[0]:
+            logger.info("all %d epochs are trained and validated", max_epoch)
+            return
+        logger.info(
+            "all %d epochs are trained; running the final validation, which the "
+            "run that trained the last epoch did not log",
+            max_epoch,
+        )
+        state = LoopState(max_epoch=max_epoch, global_iter=self.global_iter)
+        state.epoch = max_epoch - 1
+        hook = EvalHook(self.cfg, self.ctx, self.net, self.val_loader, self.autocast)
+        hook.after_epoch(state)
 
 
 def train(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> None:
