@@ -115,3 +115,9 @@ def test_every_reference_config_loads(reference_dir):
     for path in paths:
         cfg = _load(["--cfg", path, "NUM_GPUS", "0"])
         assert cfg.is_frozen() and cfg.NUM_GPUS == 0, path
+
+
+def test_unknown_dataset_is_one_line_before_any_work():
+    with pytest.raises(ConfigError, match=r"TRAIN.DATASET = 'kinetic': must be one"):
+        load_config(opts=["TRAIN.DATASET", "kinetic"])
+    assert load_config(opts=["TEST.DATASET", "Charades"]).TEST.DATASET == "Charades"

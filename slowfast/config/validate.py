@@ -64,6 +64,14 @@ def _registered_choices() -> dict:
     }
 
 
+def _dataset_names() -> list:
+    """Registered dataset names, lower case (the lookup ignores case)."""
+    import slowfast.datasets  # noqa: F401  (registers the built-in datasets)
+    from slowfast.datasets.build import DATASET_REGISTRY
+
+    return sorted(name.lower() for name, _ in DATASET_REGISTRY)
+
+
 def _get(cfg: CfgNode, key: str):
     node = cfg
     for part in key.split("."):
@@ -88,6 +96,10 @@ def validate_cfg(cfg: CfgNode) -> None:
     for key, choices in {**_CHOICES, **_registered_choices()}.items():
         value = _get(cfg, key)
         _check(value in choices, key, value, f"must be one of {list(choices)}")
+    datasets = _dataset_names()
+    for key in ("TRAIN.DATASET", "TEST.DATASET"):
+        value = _get(cfg, key)
+        _check(str(value).lower() in datasets, key, value, f"must be one of {datasets}")
     for key in _POSITIVE:
         value = _get(cfg, key)
         _check(value > 0, key, value, "must be positive")
