@@ -121,3 +121,15 @@ def test_unknown_dataset_is_one_line_before_any_work():
     with pytest.raises(ConfigError, match=r"TRAIN.DATASET = 'kinetic': must be one"):
         load_config(opts=["TRAIN.DATASET", "kinetic"])
     assert load_config(opts=["TEST.DATASET", "Charades"]).TEST.DATASET == "Charades"
+
+
+def test_missing_base_and_yaml_syntax_errors_name_file_and_line(tmp_path):
+    child = tmp_path / "child.yaml"
+    child.write_text("_BASE_: nothere.yaml\nSOLVER:\n  BASE_LR: 0.1\n")
+    with pytest.raises(ConfigError, match=r"child.yaml: _BASE_ file .*nothere.yaml"):
+        load_config([str(child)])
+    base = tmp_path / "base.yaml"
+    base.write_text("SOLVER:\n  BASE_LR: [0.1\n  MAX_EPOCH: 3\n")
+    child.write_text("_BASE_: base.yaml\n")
+    with pytest.raises(ConfigError, match=r"base.yaml, line 3, column \d+: not valid"):
+        load_config([str(child)])

@@ -95,7 +95,17 @@ def _read_yaml(path: str) -> dict:
         data = CfgNode.load_yaml_with_base(path, allow_unsafe=True)
     except yaml.YAMLError as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ConfigError(f"{path}: not valid YAML ({first})") from err
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        where = path
+        if mark is not None:
+            name = mark.name if mark.name and not mark.name.startswith("<") else path
+            where = f"{name}, line {mark.line + 1}, column {mark.column + 1}"
+        raise ConfigError(f"{where}: not valid YAML ({first})") from err
+    except FileNotFoundError as err:
+        raise ConfigError(
+            f"{path}: _BASE_ file {err.filename} not found (a _BASE_ path is "
+            "relative to the file that names it)"
+        ) from err
     if data is None:
         return {}
     if not isinstance(data, dict):
