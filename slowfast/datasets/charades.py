@@ -40,6 +40,12 @@ class Charades(VideoDataset):
         split: "train", "val" or "test".
     """
 
+    @staticmethod
+    def list_file(cfg: CfgNode, split: str) -> str:
+        """The frame list a split reads ("val" and "test" read ``val.csv``)."""
+        name = "train.csv" if split == "train" else "val.csv"
+        return os.path.join(cfg.DATA.PATH_TO_DATA_DIR, name)
+
     @classmethod
     def read_list(cls, cfg: CfgNode, split: str, strict: bool = True):
         """Reads the split's frame list with per-frame labels (the verifier too).
@@ -52,8 +58,7 @@ class Charades(VideoDataset):
         Returns:
             tuple: (list file, {video id: frames and labels}, [ListProblem]).
         """
-        name = "train.csv" if split == "train" else "val.csv"
-        source = os.path.join(cfg.DATA.PATH_TO_DATA_DIR, name)
+        source = cls.list_file(cfg, split)
         videos, problems = read_frame_list(source, cfg.DATA.PATH_PREFIX, strict)
         return source, videos, problems
 

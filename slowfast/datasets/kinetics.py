@@ -33,6 +33,11 @@ class Kinetics(VideoDataset):
         split: "train", "val" or "test".
     """
 
+    @staticmethod
+    def list_file(cfg: CfgNode, split: str) -> str:
+        """The list file a split reads: ``PATH_TO_DATA_DIR/{split}.csv``."""
+        return os.path.join(cfg.DATA.PATH_TO_DATA_DIR, f"{split}.csv")
+
     @classmethod
     def read_list(cls, cfg: CfgNode, split: str, strict: bool = True):
         """Reads ``{split}.csv`` (the verifier reads it through here too).
@@ -46,7 +51,7 @@ class Kinetics(VideoDataset):
             tuple: (list file, [(path, label, line)], [ListProblem]).
         """
         data = cfg.DATA
-        source = os.path.join(data.PATH_TO_DATA_DIR, f"{split}.csv")
+        source = cls.list_file(cfg, split)
         entries, problems = read_kinetics_list(
             source, data.PATH_PREFIX, data.PATH_LABEL_SEPARATOR, strict=strict
         )

@@ -91,8 +91,8 @@ def _from_list(problems: Sequence[ListProblem]) -> List[Problem]:
 
 def _kinetics(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
     data = cfg.DATA
-    report.source = os.path.join(data.PATH_TO_DATA_DIR, f"{split}.csv")
-    report.source, entries, problems = Kinetics.read_list(cfg, split, strict=False)
+    report.source = Kinetics.list_file(cfg, split)  # named if reading fails
+    _, entries, problems = Kinetics.read_list(cfg, split, strict=False)
     report.problems += _from_list(problems)
     report.entries = len(entries) + len(problems)
     jobs = []
@@ -113,9 +113,10 @@ def _kinetics(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
 
 
 def _ssv2(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
-    frame_list, _, videos_json = ssv2_files(cfg.DATA.PATH_TO_DATA_DIR, split)
-    report.source = frame_list
-    _, _, labelled, videos, problems = Ssv2.read_lists(cfg, split, strict=False)
+    report.source = ssv2_files(cfg.DATA.PATH_TO_DATA_DIR, split)[0]
+    frame_list, videos_json, labelled, videos, problems = Ssv2.read_lists(
+        cfg, split, strict=False
+    )
     report.problems += _from_list(problems)
     report.entries = len(labelled) + len(problems)
     jobs = []
@@ -142,9 +143,8 @@ def _ssv2(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
 
 
 def _charades(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
-    name = "train.csv" if split == "train" else "val.csv"
-    report.source = os.path.join(cfg.DATA.PATH_TO_DATA_DIR, name)
-    report.source, videos, problems = Charades.read_list(cfg, split, strict=False)
+    report.source = Charades.list_file(cfg, split)  # named if reading fails
+    _, videos, problems = Charades.read_list(cfg, split, strict=False)
     report.problems += _from_list(problems)
     report.entries = len(videos) + len(problems)
     need = (cfg.DATA.NUM_FRAMES - 1) * cfg.DATA.SAMPLING_RATE + 1

@@ -3,8 +3,8 @@
 A hook sees the loop's :class:`LoopState` and acts before or after the run,
 an epoch or a step (detectron2's pattern). Everything that is not running a
 step (the LR and BN grouping of the schedule, guards, precise BN, checkpoints,
-evaluation, logs) is a hook; ``slowfast.engine.hooks.build_hooks`` lists a
-training run's hooks in the order they act.
+evaluation, logs) is a hook; ``Trainer.build_hooks`` (``engine/trainer.py``)
+lists a training run's hooks in the order they act.
 """
 
 import time
