@@ -99,6 +99,26 @@ def test_model_only_needs_no_data_and_compares_memory_formats(tmp_path):
     assert rows[3][9] / rows[0][9] == pytest.approx(6.33, abs=0.01)
 
 
+def test_model_only_compares_sub_batch_bn_with_plain_bn(tmp_path):
+    out = str(tmp_path / "bn.json")
+    command = [
+        sys.executable, TOOL, "--cfg", CFG, "TRAIN.BATCH_SIZE", "1", "--iters", "1",
+        "--warmup", "0", "--model-only", "--bn", "sub,plain", "--json", out,
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "ResNet on CPU" in result.stdout
+    data = json.load(open(out))
+    rows = data["model"]
+    labels = ["default: contiguous"] * 6 + ["default: contiguous, plain BN"] * 6
+    assert [row[0] for row in rows] == labels
+    assert [row[5] for row in rows[:6]] == [s["bn_splits"] for s in data["shapes"]]
+    assert [row[5] for row in rows[6:]] == [1] * 6
+    assert rows[9][-1] == pytest.approx(100)  # each variant's own base shape
+
+
 def test_multigrid_shapes_carry_the_bn_splits_of_a_multigrid_run():
     tool = _load_tool()
     cfg = load_config([CFG])  # B = 16, MULTIGRID.BN_BASE_SIZE = 8
@@ -111,5 +131,7 @@ def test_bad_cache_setting_is_rejected():
         tool.parse_args(["--cfg", CFG, "--cache", "maybe"])
     with pytest.raises(SystemExit):
         tool.parse_args(["--cfg", CFG, "--memory-format", "nhwc"])
+    with pytest.raises(SystemExit):
+        tool.parse_args(["--cfg", CFG, "--bn", "sync"])
     args = tool.parse_args(["--cfg", CFG, "TRAIN.BATCH_SIZE", "4", "--workers", "0,2"])
     assert args.opts == ["TRAIN.BATCH_SIZE", "4"] and args.workers == [0, 2]

@@ -12,7 +12,9 @@ transform. ``--model`` adds the model's forward+backward+SGD throughput per
 shape, alone and fed by the loader (loader workers and model share the CPU);
 alone, with its FLOP rate and efficiency relative to the base shape (see
 ``slowfast/utils/benchmark.py``). ``--model-only`` times the model alone, on
-synthetic batches: no data needed.
+synthetic batches: no data needed. The model runs where the trainer runs it
+(GPU 0 when NUM_GPUS > 0, with TRAIN.MIXED_PRECISION as in training); ``--bn
+sub,plain`` compares multigrid's sub-batch BN with one BN group per batch.
 
 Example:
     python tools/benchmark_loader.py --cfg configs/Demo/Kinetics_I3D_tiny_bench.yaml \
@@ -20,6 +22,8 @@ Example:
     python tools/benchmark_loader.py --model-only \
         --cfg configs/Demo/Kinetics_I3D_tiny_multigrid.yaml \
         --memory-format contiguous,channels_last_3d
+    python tools/benchmark_loader.py --model-only --bn sub,plain \
+        --cfg configs/Demo/SSv2_I3D_R50_study_gpu.yaml   # on a GPU
 """
 
 import argparse
@@ -177,6 +181,7 @@ def time_loader(batches: Batches, shape: Shape, warmup: int, iters: int, step=No
             raise RuntimeError(f"loader gave {inputs[-1].shape}, expected {shape}")
         if step is not None:
             step(inputs, labels)
+            step.synchronize()
         now = time.perf_counter()
         if k >= warmup:
             intervals.append(now - last)
@@ -229,6 +234,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         help="model memory formats, compared round-robin: " + ", ".join(MEMORY_FORMATS),
     )
     parser.add_argument(
+        "--bn",
+        type=lambda text: [v.strip() for v in text.split(",") if v.strip()],
+        default=["sub"],
+        help="BN of the model rows, compared round-robin: sub (the shape's "
+        "multigrid BN splits), plain (one group per batch), or sub,plain",
+    )
+    parser.add_argument(
         "--threads", type=int, default=0, help="model threads (0: torch's)"
     )
     parser.add_argument("--json", default="", help="also write the results here")
@@ -241,6 +253,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     bad = [f for f in args.memory_format if f not in MEMORY_FORMATS]
     if bad or not args.memory_format:
         parser.error(f"--memory-format {bad}: use {', '.join(MEMORY_FORMATS)}")
+    bad = [v for v in args.bn if v not in ("sub", "plain")]
+    if bad or not args.bn:
+        parser.error(f"--bn {bad}: use sub, plain or sub,plain")
     args.model = args.model or args.model_only
     return args
 
@@ -295,6 +310,14 @@ def _model_cells(row: list) -> list:
     return row[:9] + [f"{row[9]:.3g}"] + row[10:]
 
 
+def _device_name(cfg) -> str:
+    """Where the model steps run, in words."""
+    if cfg.NUM_GPUS > 0 and torch.cuda.is_available():
+        precision = ", fp16 autocast" if cfg.TRAIN.MIXED_PRECISION else ""
+        return torch.cuda.get_device_name(0) + precision
+    return "CPU" + (", bf16 autocast" if cfg.TRAIN.MIXED_PRECISION else "")
+
+
 def run(args: argparse.Namespace) -> Dict[str, list]:
     """Runs every measurement and prints the tables; returns the raw results."""
     if args.threads > 0:
@@ -305,10 +328,11 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
     results: Dict[str, list] = {"shapes": [asdict(s) for s in shapes]}
     if args.model:
         results["model"] = model_rows(
-            base, shapes, args.warmup, args.iters, args.memory_format
+            base, shapes, args.warmup, args.iters, args.memory_format, args.bn
         )
         print(
-            f"\nModel alone ({base.MODEL.MODEL_NAME}, synthetic batches, forward + "
+            f"\nModel alone ({base.MODEL.MODEL_NAME} on {_device_name(base)}, "
+            "synthetic batches, forward + "
             f"backward + SGD, {torch.get_num_threads()} threads, shapes "
             f"round-robin, median of {args.iters} steps after {args.warmup}; "
             "GFLOP/clip: fvcore forward; GFLOP/s: 3 x forward; efficiency: "

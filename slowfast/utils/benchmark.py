@@ -22,6 +22,7 @@ from fvcore.common.config import CfgNode
 
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.losses import get_loss_func
+from slowfast.engine.runtime import autocast_factory, get_device, make_grad_scaler
 from slowfast.models import build_model, describe_model
 from slowfast.models.memory_format import uses_channels_last_3d
 from slowfast.models.norm import set_bn_splits
@@ -88,26 +89,47 @@ class TrainStep:
     """Forward, loss, backward and SGD update of the config's model.
 
     The model is built by ``build_model`` (its memory format included) with
-    sub-batch BN layers, as the trainer builds it for a multigrid run.
+    sub-batch BN layers, as the trainer builds it for a multigrid run, on the
+    trainer's device (GPU 0 when NUM_GPUS > 0) and with its precision
+    (TRAIN.MIXED_PRECISION: fp16 autocast and a GradScaler on GPU, bf16 on CPU).
 
     Args:
         cfg: the run's config.
+        plain_bn: one BN group per batch at every shape (what a baseline run
+            has) instead of the shape's multigrid BN splits.
     """
 
-    def __init__(self, cfg: CfgNode) -> None:
-        self.model = convert_to_sub_bn(build_model(cfg).train())
+    def __init__(self, cfg: CfgNode, plain_bn: bool = False) -> None:
+        self.device = get_device(cfg)
+        self.model = convert_to_sub_bn(build_model(cfg).train()).to(self.device)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3, momentum=0.9)
         self.loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
+        self.autocast = autocast_factory(cfg, self.device)
+        self.scaler = make_grad_scaler(cfg, self.device)
+        self.plain_bn = plain_bn
 
     def set_shape(self, shape: Shape) -> None:
-        """Sets the BN splits of ``shape`` for the next steps."""
-        set_bn_splits(self.model, shape.bn_splits)
+        """Sets the BN splits of ``shape`` (1 with plain BN) for the next steps."""
+        set_bn_splits(self.model, 1 if self.plain_bn else shape.bn_splits)
+
+    def synchronize(self) -> None:
+        """Waits for the device's queued work (a no-op on CPU)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def __call__(self, inputs: Sequence[torch.Tensor], labels: torch.Tensor) -> None:
-        loss = self.loss_fn(self.model(list(inputs)), labels)
+        inputs = [x.to(self.device, non_blocking=True) for x in inputs]
+        labels = labels.to(self.device, non_blocking=True)
+        with self.autocast():
+            loss = self.loss_fn(self.model(inputs).float(), labels)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        if self.scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
 
 
 def synthetic_batch(cfg: CfgNode, shape: Shape) -> tuple:
@@ -125,6 +147,12 @@ def synthetic_batch(cfg: CfgNode, shape: Shape) -> tuple:
     else:
         labels = torch.randint(cfg.MODEL.NUM_CLASSES, (shape.batch,))
     return inputs, labels
+
+
+def variant_label(memory_format: str, plain_bn: bool, picked: str) -> str:
+    """How a row names its memory format and BN variant."""
+    label = memory_format.replace("default", f"default: {picked}")
+    return label + (", plain BN" if plain_bn else "")
 
 
 def format_cfg(cfg: CfgNode, memory_format: str) -> CfgNode:
@@ -146,17 +174,25 @@ def time_steps(
 ) -> Dict[tuple, List[float]]:
     """Times training steps round-robin over shapes and steps.
 
+    On a GPU each step is timed from an idle device to the end of its work.
+
     Returns:
         dict: seconds of each timed step by (shape index, step index).
     """
-    batches = [synthetic_batch(cfg, shape) for shape in shapes]
+    device = steps[0].device
+    batches = []
+    for shape in shapes:
+        inputs, labels = synthetic_batch(cfg, shape)
+        batches.append(([x.to(device) for x in inputs], labels.to(device)))
     times: Dict[tuple, List[float]] = {}
     for k in range(warmup + iters):
         for i, (shape, (inputs, labels)) in enumerate(zip(shapes, batches)):
             for j, step in enumerate(steps):
                 step.set_shape(shape)
+                step.synchronize()
                 start = time.perf_counter()
                 step(inputs, labels)
+                step.synchronize()
                 if k >= warmup:
                     times.setdefault((i, j), []).append(time.perf_counter() - start)
     return times
@@ -172,29 +208,35 @@ def model_rows(
     warmup: int,
     iters: int,
     formats: Sequence[str] = ("default",),
+    bn_variants: Sequence[str] = ("sub",),
 ) -> List[list]:
-    """Model-alone rows, one per memory format and shape (see MODEL_HEADERS).
+    """Model-alone rows, one per variant and shape (see MODEL_HEADERS).
+
+    The variants are every memory format with every BN variant: "sub" (the
+    shape's multigrid BN splits) and "plain" (one BN group per batch).
 
     ms/step is the median over ``iters`` steps, spread its range (max - min)
     in percent of it; GFLOP/clip the fvcore forward count of one clip (eval
     mode, as ``model_stats.gflops``); GFLOP/s counts forward + backward as 3
     forwards; efficiency is relative to the base shape in the same format.
     """
-    steps = [TrainStep(format_cfg(cfg, f)) for f in formats]
+    variants = [(f, bn == "plain") for f in formats for bn in bn_variants]
+    steps = [TrainStep(format_cfg(cfg, f), plain_bn=plain) for f, plain in variants]
     flops = [gflops(steps[0].model, cfg, s.frames, s.crop) for s in shapes]
     times = time_steps(cfg, steps, shapes, warmup, iters)
     base = base_shape_index(cfg, shapes)
     picked = "channels_last_3d" if uses_channels_last_3d(cfg) else "contiguous"
     rows = []
-    for j, memory_format in enumerate(formats):
+    for j, (memory_format, plain_bn) in enumerate(variants):
         base_rate = shapes[base].batch * flops[base] / statistics.median(times[base, j])
         for i, shape in enumerate(shapes):
             seconds = statistics.median(times[i, j])
             spread = 100 * (max(times[i, j]) - min(times[i, j])) / seconds
             clips = shape.batch / seconds
-            label = memory_format.replace("default", f"default: {picked}")
+            label = variant_label(memory_format, plain_bn, picked)
             row = [label, shape.kind, shape.frames, shape.crop, shape.batch]
-            row += [shape.bn_splits, 1000 * seconds, spread, clips, flops[i]]
+            splits = 1 if plain_bn else shape.bn_splits
+            row += [splits, 1000 * seconds, spread, clips, flops[i]]
             row += [3 * clips * flops[i], 100 * clips * flops[i] / base_rate]
             rows.append(row)
     return rows
