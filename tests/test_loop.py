@@ -40,7 +40,8 @@ class _Sampler:
     def __init__(self):
         self.epochs = []
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch, start_iter=0):
+        assert start_iter == 0
         self.epochs.append(epoch)
 
 

@@ -122,7 +122,10 @@ def test_setup_logging_ranks_and_idempotence(tmp_path, capsys, restore_logging):
     log.warning("loud warning")
     out = capsys.readouterr().out
     assert "quiet info" not in out and "[rank 1]" in out and "loud warning" in out
-    assert not other.exists()
+    # Other ranks keep their warnings (a failed rank's traceback) in their own log.
+    rank_log = (other / "logs" / "rank_1.log").read_text()
+    assert "loud warning" in rank_log and "quiet info" not in rank_log
+    assert not (other / "stdout.log").exists()
 
 
 def test_json_stats_line_and_file(tmp_path, caplog):

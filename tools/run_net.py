@@ -4,24 +4,38 @@
 Arguments follow the reference (see ``slowfast.utils.parser``). A bad config
 is reported as one ``error: ...`` line on stderr with exit status 2.
 
-The job trains when TRAIN.ENABLE, then tests when TEST.ENABLE, each stage
-launched on every process through ``slowfast.utils.distributed.launch_job``
-(NUM_GPUS processes per machine, or NUM_CPU_PROCS when NUM_GPUS is 0). With
-neither stage enabled it logs the model's parameters and FLOPs.
+The job trains when TRAIN.ENABLE, then tests when TEST.ENABLE. How it was
+started decides who runs them (``slowfast.utils.launcher``): plain spawns
+NUM_GPUS processes per machine (NUM_CPU_PROCS when NUM_GPUS is 0); under
+torchrun or srun every process is one rank and runs them itself. With neither
+stage enabled it logs the model's parameters and FLOPs.
+
+Exit status: 0 done, 1 a process failed (one line names it and its log),
+2 bad config or launch environment, 75 stopped by a stop signal after a
+mid-epoch checkpoint (run the same command to resume).
 """
 
 import logging
+import os
 import sys
 from typing import Optional, Sequence
 
 from fvcore.common.config import CfgNode
 
 from slowfast.config import ConfigError
-from slowfast.utils.logging import setup_logging
+from slowfast.utils.launcher import (
+    LaunchError,
+    Layout,
+    apply_layout,
+    describe_layout,
+    detect_layout,
+)
+from slowfast.utils.logging import process_log_path, setup_logging
 from slowfast.utils.parser import load_config_from_args, parse_args
 
 logger = logging.getLogger("slowfast.tools.run_net")
 
+EXIT_FAILED = 1
 EXIT_CONFIG_ERROR = 2
 
 
@@ -46,6 +60,85 @@ def model_info(cfg: CfgNode) -> None:
         log_model_info(model, cfg)
 
 
+def _last_error_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "unknown error"
+
+
+def run_stages(cfg: CfgNode, layout: Layout) -> int:
+    """Runs the enabled stages on this layout; returns the exit status."""
+    import torch.multiprocessing as mp
+
+    from slowfast.engine.preemption import (
+        EXIT_PREEMPTED,
+        Preempted,
+        parse_signals,
+        signal_name,
+    )
+    from slowfast.engine.tester import test
+    from slowfast.engine.trainer import train
+    from slowfast.utils import checkpoint as cu
+    from slowfast.utils.distributed import launch_job, run_in_group
+
+    stages = [f for f, on in ((train, cfg.TRAIN.ENABLE), (test, cfg.TEST.ENABLE)) if on]
+    first_rank = layout.node_rank * layout.procs_per_node
+    try:
+        if layout.spawns:
+            signums = parse_signals(cfg.TRAIN.STOP_SIGNALS)
+            for stage in stages:
+                launch_job(cfg, layout.init_method, stage, forward_signals=signums)
+        else:
+            run_in_group(
+                stages,
+                cfg,
+                layout.init_method,
+                layout.rank,
+                layout.world_size,
+                layout.local_rank,
+            )
+        return 0
+    except (Preempted, mp.ProcessExitedException) as err:
+        status = getattr(err, "exit_code", None) or getattr(err, "exit_status", None)
+        if status == EXIT_PREEMPTED:
+            saved = cu.list_checkpoints(cfg.OUTPUT_DIR)
+            how = f" by {signal_name(err.signum)}" if hasattr(err, "signum") else ""
+            print(
+                f"stopped{how} after a mid-epoch checkpoint "
+                f"({saved[-1] if saved else 'none found'}); run the same command "
+                "to resume",
+                file=sys.stderr,
+            )
+            return EXIT_PREEMPTED
+        rank = first_rank + err.error_index
+        signum = -err.exit_code if err.exit_code < 0 else None
+        why = f"was killed by {signal_name(signum)}" if signum else "exited"
+        print(
+            f"error: process rank {rank} {why} (exit status {err.exit_code}); "
+            f"the others were stopped; its log: "
+            f"{process_log_path(cfg.OUTPUT_DIR, rank)}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    except mp.ProcessRaisedException as err:
+        rank = first_rank + err.error_index
+        print(
+            f"error: process rank {rank} failed: {_last_error_line(str(err))}; the "
+            f"others were stopped; traceback in "
+            f"{process_log_path(cfg.OUTPUT_DIR, rank)}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    except Exception as err:  # this process is the rank (torchrun, srun, 1 process)
+        if layout.spawns and layout.world_size == 1:
+            raise  # a single process: the traceback is the report
+        print(
+            f"error: process rank {layout.rank} failed: {_one_line(err)}; "
+            f"traceback in {process_log_path(cfg.OUTPUT_DIR, layout.rank)}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Parses the command line, loads the config and runs the enabled stages.
 
@@ -53,29 +146,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         argv: arguments without the program name; None reads sys.argv.
 
     Returns:
-        int: the exit status (0: success, 2: bad config).
+        int: the exit status (see the module docstring).
     """
     args = parse_args(argv)
     try:
         cfg = load_config_from_args(args)
-    except ConfigError as err:
+        layout = detect_layout(cfg, args.init_method, os.environ, args.launcher)
+    except (ConfigError, LaunchError) as err:
         print(f"error: {_one_line(err)}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    setup_logging(cfg.OUTPUT_DIR, rank=0)
+    cfg, notes = apply_layout(cfg, layout)
+    setup_logging(cfg.OUTPUT_DIR, rank=layout.rank or 0)
+    for line in describe_layout(cfg, layout):
+        logger.info(line)
+    for note in notes:
+        logger.info("the launcher's layout wins: %s", note)
     logger.info("Config files: %s; overrides: %s", args.cfg_files, args.opts)
 
     if not (cfg.TRAIN.ENABLE or cfg.TEST.ENABLE):
         model_info(cfg)
         return 0
-    from slowfast.engine.tester import test
-    from slowfast.engine.trainer import train
-    from slowfast.utils.distributed import launch_job
-
-    if cfg.TRAIN.ENABLE:
-        launch_job(cfg, args.init_method, train)
-    if cfg.TEST.ENABLE:
-        launch_job(cfg, args.init_method, test)
-    return 0
+    return run_stages(cfg, layout)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ _C.TRAIN = CfgNode()
 _C.TRAIN.ENABLE = True
 # Registered dataset name used for training: "kinetics", "ssv2" or "charades".
 _C.TRAIN.DATASET = "kinetics"
-# Global training mini-batch size (all processes together), at the base shape.
+# Training mini-batch size at the base shape, divided among the processes of
+# one machine (as in the reference): NUM_SHARDS machines train with
+# NUM_SHARDS x BATCH_SIZE clips per iteration.
 _C.TRAIN.BATCH_SIZE = 64
 # Validate every EVAL_PERIOD epochs.
 _C.TRAIN.EVAL_PERIOD = 10
@@ -55,6 +57,11 @@ _C.TRAIN.CHECKPOINT_EPOCH_RESET = False
 _C.TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN = ()
 # Mixed precision: bf16 autocast on CPU, fp16 autocast + GradScaler on GPU.
 _C.TRAIN.MIXED_PRECISION = False
+# Signals that stop training after the current iteration with a mid-epoch
+# checkpoint (a scheduler's warning before preemption or the time limit).
+_C.TRAIN.STOP_SIGNALS = ["SIGUSR1", "SIGUSR2", "SIGTERM"]
+# Also save a mid-epoch checkpoint every CHECKPOINT_MINUTES minutes (0: off).
+_C.TRAIN.CHECKPOINT_MINUTES = 0.0
 
 # ---------------------------------------------------------------------------- #
 # Testing options
@@ -64,7 +71,7 @@ _C.TEST = CfgNode()
 _C.TEST.ENABLE = True
 # Registered dataset name used for testing.
 _C.TEST.DATASET = "kinetics"
-# Global test mini-batch size (in views).
+# Test mini-batch size (in views), divided among the processes of one machine.
 _C.TEST.BATCH_SIZE = 8
 # Checkpoint to test; empty means the last checkpoint in OUTPUT_DIR.
 _C.TEST.CHECKPOINT_FILE_PATH = ""
@@ -207,6 +214,8 @@ _C.DATA.MAX_BAD_FRACTION = 0.05
 _C.SOLVER = CfgNode()
 # Base learning rate.
 _C.SOLVER.BASE_LR = 0.1
+# Multiply BASE_LR, WARMUP_START_LR and COSINE_END_LR by NUM_SHARDS.
+_C.SOLVER.BASE_LR_SCALE_NUM_SHARDS = False
 # LR policy: "cosine", "steps_with_relative_lrs", "steps" or "constant".
 _C.SOLVER.LR_POLICY = "cosine"
 # Final learning rate of the cosine policy.
@@ -326,6 +335,9 @@ _C.LOG_PERIOD = 10
 _C.LOG_MODEL_INFO = True
 # torch.distributed backend on GPU ("nccl"); CPU always uses "gloo".
 _C.DIST_BACKEND = "nccl"
+# A collective that waits longer than this (a process died or hangs) fails
+# the run instead of hanging it.
+_C.DIST_TIMEOUT_MINUTES = 30.0
 
 
 def get_cfg() -> CfgNode:

@@ -1,5 +1,7 @@
 """Value checks on a merged config, each failing with one line naming the key."""
 
+import signal
+
 from fvcore.common.config import CfgNode
 
 from slowfast.multigrid.shapes import JITTER_SCALE_MODES
@@ -123,6 +125,17 @@ def validate_cfg(cfg: CfgNode) -> None:
     _check(0 <= frac <= 1, "DATA.MAX_BAD_FRACTION", frac, "must be in [0, 1]")
     rate = cfg.MODEL.DROPOUT_RATE
     _check(0 <= rate < 1, "MODEL.DROPOUT_RATE", rate, "must be in [0, 1)")
+    minutes = cfg.TRAIN.CHECKPOINT_MINUTES
+    _check(minutes >= 0, "TRAIN.CHECKPOINT_MINUTES", minutes, "must be >= 0 (0: off)")
+    timeout = cfg.DIST_TIMEOUT_MINUTES
+    _check(timeout > 0, "DIST_TIMEOUT_MINUTES", timeout, "must be positive")
+    names = [str(n).upper().removeprefix("SIG") for n in cfg.TRAIN.STOP_SIGNALS]
+    _check(
+        all(hasattr(signal, f"SIG{n}") for n in names),
+        "TRAIN.STOP_SIGNALS",
+        list(cfg.TRAIN.STOP_SIGNALS),
+        "must name signals, e.g. [SIGUSR1, SIGUSR2, SIGTERM]",
+    )
 
     _validate_solver(cfg.SOLVER)
     _validate_multigrid(cfg.MULTIGRID)

@@ -25,6 +25,7 @@ from fvcore.common.config import CfgNode
 from torch.utils.data import DataLoader, Sampler
 from torch.utils.data.distributed import DistributedSampler
 
+from slowfast.config.derived import global_batch_size
 from slowfast.datasets.base import mix_seed
 from slowfast.datasets.build import build_dataset, dataset_name
 from slowfast.datasets.grid import SamplingGrid
@@ -61,10 +62,18 @@ class GridBatchSampler(Sampler):
         self.plan_fn = plan_fn
         self.seed = int(seed)
         self.epoch = 0
+        self.start_iter = 0
 
-    def set_epoch(self, epoch: int) -> None:
-        """Selects the epoch (reshuffles deterministically and picks shapes)."""
+    def set_epoch(self, epoch: int, start_iter: int = 0) -> None:
+        """Selects the epoch (reshuffles deterministically and picks shapes).
+
+        Args:
+            epoch: epoch index.
+            start_iter: batches of the epoch to skip (a run resumed inside the
+                epoch); the others are those an uninterrupted epoch yields.
+        """
         self.epoch = int(epoch)
+        self.start_iter = int(start_iter)
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(self.epoch)
 
@@ -84,12 +93,14 @@ class GridBatchSampler(Sampler):
     def __iter__(self) -> Iterator[List[Tuple[int, Optional[SamplingGrid], int]]]:
         indices = list(self.sampler)
         start = 0
-        for size, grid in self.plan():
+        for k, (size, grid) in enumerate(self.plan()):
             chunk = indices[start : start + size]
             start += size
-            yield [(i, grid, mix_seed(self.seed, self.epoch, i)) for i in chunk]
+            if k >= self.start_iter:
+                yield [(i, grid, mix_seed(self.seed, self.epoch, i)) for i in chunk]
 
     def __len__(self) -> int:
+        """Batches of the whole epoch (skipped ones included)."""
         return len(self.plan())
 
 
@@ -154,7 +165,9 @@ def construct_loader(
         generator=torch.Generator().manual_seed(mix_seed(cfg.RNG_SEED, rank) >> 1),
     )
     if split == "train":
-        batch = _per_process(cfg.TRAIN.BATCH_SIZE, num_procs, "TRAIN.BATCH_SIZE", True)
+        batch = _per_process(
+            global_batch_size(cfg), num_procs, "TRAIN.BATCH_SIZE", True
+        )
         fixed = plan_fn is None
         plan_fn = fixed_plan(batch) if fixed else plan_fn
         sampler = DistributedSampler(
@@ -168,7 +181,9 @@ def construct_loader(
                 + (f" ({batch})" if fixed else "")
             )
         return DataLoader(dataset, batch_sampler=batch_sampler, **common)
-    batch = _per_process(cfg.TEST.BATCH_SIZE, num_procs, "TEST.BATCH_SIZE", False)
+    batch = _per_process(
+        global_batch_size(cfg, split), num_procs, "TEST.BATCH_SIZE", False
+    )
     sampler = None
     if num_procs > 1:
         sampler = DistributedSampler(

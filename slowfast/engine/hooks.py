@@ -72,7 +72,7 @@ class ScheduleHook(HookBase):
         self.base_batch = base_batch
 
     def before_epoch(self, state: LoopState) -> None:
-        self.batch_sampler.set_epoch(state.epoch)
+        self.batch_sampler.set_epoch(state.epoch, state.first_iter)
         entry = self.schedule.entry_at(state.epoch)
         logger.info(
             "epoch %s, stage %d, shape %dx%dx%d, %d iterations",
@@ -126,9 +126,19 @@ class BadDataHook(HookBase):
     def __init__(self, dataset_size: int, max_fraction: float):
         self.dataset_size, self.max_fraction = dataset_size, max_fraction
         self.monitor: Optional[BadDataMonitor] = None
+        self.resumed: dict = {}
+
+    def state_dict(self) -> dict:
+        return {"count": self.monitor.count} if self.monitor else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.resumed = state
 
     def before_epoch(self, state: LoopState) -> None:
         self.monitor = BadDataMonitor(self.dataset_size, self.max_fraction)
+        if state.first_iter > 0 and self.resumed:  # inside the epoch resumed
+            self.monitor.count = int(self.resumed["count"])
+        self.resumed = {}
 
     def after_step(self, state: LoopState) -> None:
         self.monitor.update(int(state.stats.failed))
@@ -161,11 +171,21 @@ class JsonMetricsWriter(HookBase):
         self.iters_after = iters_after
         self.multi_label = multi_label
         self.meter: Optional[TrainMeter] = None
+        self.resumed: dict = {}
+
+    def state_dict(self) -> dict:
+        return {"meter": self.meter.state_dict()} if self.meter else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.resumed = state
 
     def before_epoch(self, state: LoopState) -> None:
         self.meter = TrainMeter(
             self.log_period, state.iters_in_epoch, self.iters_after(state.epoch)
         )
+        if state.first_iter > 0 and self.resumed:  # inside the epoch resumed
+            self.meter.load_state_dict(self.resumed["meter"])
+        self.resumed = {}
 
     def after_step(self, state: LoopState) -> None:
         stats, shape = state.stats, state.shape
@@ -244,19 +264,27 @@ class CheckpointHook(HookBase):
         self.hooks: list = []
 
     def after_epoch(self, state: LoopState) -> None:
-        if not is_due(state.epoch, self.cfg.TRAIN.CHECKPOINT_PERIOD, state.max_epoch):
-            return
+        if is_due(state.epoch, self.cfg.TRAIN.CHECKPOINT_PERIOD, state.max_epoch):
+            self.save(state)
+
+    def save(self, state: LoopState, mid_epoch: bool = False) -> Optional[str]:
+        """Saves now (collective): after the epoch, or after ``state.iter``.
+
+        Returns:
+            str | None: the path written (None on processes other than rank 0).
+        """
         rng = runtime.get_rng_state()
         hook_states = {type(h).__name__: h.state_dict() for h in self.hooks}
-        save(
+        return save(
             self.cfg,
             self.ctx,
             self.model,
             self.optimizer,
             self.scaler,
-            state.epoch,
+            state.epoch - 1 if mid_epoch else state.epoch,
             rng,
             {name: s for name, s in hook_states.items() if s},
+            iteration=state.iter + 1 if mid_epoch else None,
         )
 
 

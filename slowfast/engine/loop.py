@@ -40,6 +40,8 @@ class LoopState:
         epoch: index of the current epoch.
         max_epoch: number of epochs of the run.
         iter: index of the current iteration in its epoch.
+        first_iter: the first iteration of the current epoch (0, or where a
+            run resumed inside it).
         iters_in_epoch: iterations of the current epoch.
         global_iter: iterations done before the current one (all epochs).
         batch: the current batch, as the loader gave it.
@@ -57,6 +59,7 @@ class LoopState:
     epoch: int = 0
     max_epoch: int = 0
     iter: int = 0
+    first_iter: int = 0
     iters_in_epoch: int = 0
     global_iter: int = 0
     batch: Any = None
@@ -135,13 +138,21 @@ class TrainLoop:
         for hook in self.hooks:
             getattr(hook, event)(state)
 
-    def run(self, start_epoch: int, max_epoch: int, global_iter: int = 0) -> LoopState:
+    def run(
+        self,
+        start_epoch: int,
+        max_epoch: int,
+        global_iter: int = 0,
+        start_iter: int = 0,
+    ) -> LoopState:
         """Trains epochs ``start_epoch .. max_epoch - 1``.
 
         Args:
             start_epoch: first epoch index (a resumed run's next epoch).
             max_epoch: number of epochs of the run.
-            global_iter: iterations done before ``start_epoch``.
+            global_iter: iterations done before this run's first step.
+            start_iter: iterations of ``start_epoch`` already done (a run
+                resumed inside it); the hooks select the remaining batches.
 
         Returns:
             LoopState: the state after the last epoch.
@@ -150,20 +161,21 @@ class TrainLoop:
         try:
             self._call("before_train", state)
             for epoch in range(start_epoch, max_epoch):
-                self.run_epoch(state, epoch)
+                first = start_iter if epoch == start_epoch else 0
+                self.run_epoch(state, epoch, first)
         finally:
             self._call("after_train", state)
         return state
 
-    def run_epoch(self, state: LoopState, epoch: int) -> None:
-        """One epoch: its hooks and steps."""
-        state.epoch, state.iter = epoch, 0
+    def run_epoch(self, state: LoopState, epoch: int, first_iter: int = 0) -> None:
+        """One epoch (from iteration ``first_iter``): its hooks and steps."""
+        state.epoch, state.iter, state.first_iter = epoch, first_iter, first_iter
         state.iters_in_epoch = self.iters_in_epoch(epoch)
         state.epoch_stats, state.val_metrics = {}, None
         self._call("before_epoch", state)
-        done = 0
+        done = first_iter
         tic = time.perf_counter()
-        for it, batch in enumerate(self.loader):
+        for it, batch in enumerate(self.loader, start=first_iter):
             state.iter, state.batch = it, batch
             state.data_time = time.perf_counter() - tic
             state.batch_size = int(batch[0][0].shape[0])

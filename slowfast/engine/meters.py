@@ -91,6 +91,26 @@ class TrainMeter:
             entry["clips"] += batch_size
             entry["time"] += data_time + compute_time
 
+    def state_dict(self) -> dict:
+        """The epoch's totals so far (plain values), for a mid-epoch checkpoint."""
+        meters = ("loss", "top1_err", "top5_err", "data_time", "compute_time")
+        state = {n: [getattr(self, n).total, getattr(self, n).weight] for n in meters}
+        state.update(
+            clips=self.clips,
+            shapes={k: dict(v) for k, v in self.shapes.items()},
+            elapsed=time.perf_counter() - self.start,
+        )
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continues the totals of ``state_dict`` (windows start empty)."""
+        for name in ("loss", "top1_err", "top5_err", "data_time", "compute_time"):
+            meter = getattr(self, name)
+            meter.total, meter.weight = (float(v) for v in state[name])
+        self.clips = int(state["clips"])
+        self.shapes = {k: dict(v) for k, v in state["shapes"].items()}
+        self.start = time.perf_counter() - float(state["elapsed"])
+
     def _eta_seconds(self, it: int) -> float:
         elapsed = time.perf_counter() - self.start
         per_iter = elapsed / max(it + 1, 1)

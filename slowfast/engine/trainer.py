@@ -6,7 +6,7 @@ and its hooks (``build_hooks``), then hands them to ``loop.TrainLoop``.
 
 import logging
 import os
-from typing import List
+from typing import List, Optional
 
 import simplejson
 from fvcore.common.config import CfgNode
@@ -31,6 +31,7 @@ from slowfast.engine.hooks import (
 from slowfast.engine.loop import HookBase, LoopState, TrainLoop
 from slowfast.engine.losses import get_loss_func
 from slowfast.engine.optimizer import construct_optimizer
+from slowfast.engine.preemption import PreemptionHook, StopSignals, parse_signals
 from slowfast.engine.resume import resume_or_init
 from slowfast.engine.step import TrainStep
 from slowfast.models import build_model, describe_model
@@ -49,11 +50,17 @@ class Trainer:
     Args:
         cfg: the frozen config.
         ctx: this process's run context (rank, world size, device).
+        stop: the stop-signal catcher (installed by ``train`` before the run is
+            built, so that a signal during set-up stops it after one
+            iteration); None: one for TRAIN.STOP_SIGNALS, installed with the loop.
     """
 
-    def __init__(self, cfg: CfgNode, ctx: RunContext) -> None:
+    def __init__(
+        self, cfg: CfgNode, ctx: RunContext, stop: Optional[StopSignals] = None
+    ) -> None:
         self.cfg = cfg
         self.ctx = ctx
+        self.stop = stop or StopSignals(parse_signals(cfg.TRAIN.STOP_SIGNALS))
         rank, world_size = ctx.rank, ctx.world_size
         runtime.check_data_dir(cfg)
         runtime.seed_everything(cfg.RNG_SEED + rank)
@@ -115,10 +122,11 @@ class Trainer:
                 base / total,
                 base,
             )
-        self.start_epoch, self.hook_states = resume_or_init(
-            cfg, ctx, self.model, self.optimizer, self.scaler
-        )
-        self.global_iter = sum(self._iters(e) for e in range(self.start_epoch))
+        start = resume_or_init(cfg, ctx, self.model, self.optimizer, self.scaler)
+        self.start_epoch, self.start_iter = start.epoch, start.iteration
+        self.hook_states = start.hook_states
+        done = sum(self._iters(e) for e in range(self.start_epoch))
+        self.global_iter = done + self.start_iter
         if ctx.is_master:
             self._write_run_files()
 
@@ -188,9 +196,12 @@ class Trainer:
                     eval_or_checkpoint_due,
                 )
             )
+        checkpoint = CheckpointHook(
+            cfg, self.ctx, self.model, self.optimizer, self.scaler
+        )
         hooks += [
             BufferSyncHook(self.net, self.ctx, eval_or_checkpoint_due),
-            CheckpointHook(cfg, self.ctx, self.model, self.optimizer, self.scaler),
+            checkpoint,
             EvalHook(cfg, self.ctx, self.net, self.val_loader, self.autocast),
         ]
         if self.ctx.is_master and cfg.TENSORBOARD.ENABLE:
@@ -199,6 +210,16 @@ class Trainer:
             )
             # Derived, not stored: TensorBoard steps never go backwards on resume.
             hooks.append(TensorBoardWriter(log_dir, purge_step=self.global_iter))
+        # Last: a mid-epoch checkpoint holds what the other hooks did this step.
+        hooks.append(
+            PreemptionHook(
+                self.stop,
+                lambda state: checkpoint.save(state, mid_epoch=True),
+                self.ctx,
+                cfg.TRAIN.CHECKPOINT_MINUTES,
+            )
+        )
+        checkpoint.hooks = hooks
         return hooks
 
     # ------------------------------------------------------------------- loop
@@ -212,11 +233,14 @@ class Trainer:
                 self._shutdown_loaders()
             return
         logger.info(
-            "training epochs %d..%d of %d (%d clips per epoch)",
+            "training epochs %d..%d of %d (%d clips per epoch)%s",
             self.start_epoch + 1,
             max_epoch,
             max_epoch,
             self.dataset_size,
+            f", epoch {self.start_epoch + 1} from iteration {self.start_iter + 1}"
+            if self.start_iter
+            else "",
         )
         step = TrainStep(
             self.model,
@@ -230,14 +254,12 @@ class Trainer:
         )
         hooks = self.build_hooks()
         for hook in hooks:
-            if isinstance(hook, CheckpointHook):
-                hook.hooks = hooks
             saved = self.hook_states.get(type(hook).__name__)
             if saved:
                 hook.load_state_dict(saved)
         loop = TrainLoop(step, self.train_loader, self._iters, hooks)
         try:
-            loop.run(self.start_epoch, max_epoch, self.global_iter)
+            loop.run(self.start_epoch, max_epoch, self.global_iter, self.start_iter)
         finally:
             self._shutdown_loaders()
 
@@ -284,4 +306,9 @@ def train(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> None:
         world_size: number of processes.
     """
     setup_logging(cfg.OUTPUT_DIR, rank)
-    Trainer(cfg, RunContext.create(cfg, rank, world_size)).train()
+    stop = StopSignals(parse_signals(cfg.TRAIN.STOP_SIGNALS))
+    stop.install()
+    try:
+        Trainer(cfg, RunContext.create(cfg, rank, world_size), stop).train()
+    finally:
+        stop.restore()

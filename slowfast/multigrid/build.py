@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fvcore.common.config import CfgNode
 
+from slowfast.config.derived import global_batch_size, lr_scale
 from slowfast.multigrid.long_cycle import ScheduleEntry, plan_long_cycle
 from slowfast.solver.lr_policy import LrPolicy
 
@@ -28,15 +29,15 @@ def schedule_fields(cfg: CfgNode, num_procs: int) -> dict:
         raise ValueError(f"SOLVER.STEPS = {steps}: must be strictly increasing")
     policy = LrPolicy(
         name=solver.LR_POLICY,
-        base_lr=solver.BASE_LR,
+        base_lr=solver.BASE_LR * lr_scale(cfg),
         max_epoch=solver.MAX_EPOCH,
         steps=tuple(steps),
         lrs=tuple(solver.LRS),
         gamma=solver.GAMMA,
         step_size=solver.STEP_SIZE,
-        end_lr=solver.COSINE_END_LR,
+        end_lr=solver.COSINE_END_LR * lr_scale(cfg),
         warmup_epochs=solver.WARMUP_EPOCHS,
-        warmup_start_lr=solver.WARMUP_START_LR,
+        warmup_start_lr=solver.WARMUP_START_LR * lr_scale(cfg),
     )
     shape = dict(base_frames=cfg.DATA.NUM_FRAMES, base_crop=cfg.DATA.TRAIN_CROP_SIZE)
     short = dict(
@@ -68,7 +69,7 @@ def schedule_fields(cfg: CfgNode, num_procs: int) -> dict:
         max_epoch=entries[-1].end_epoch,
         policy=policy,
         scale_lr_by_factor=scale,
-        base_batch=cfg.TRAIN.BATCH_SIZE,
+        base_batch=global_batch_size(cfg),
         num_frames=cfg.DATA.NUM_FRAMES,
         crop_size=cfg.DATA.TRAIN_CROP_SIZE,
         num_procs=num_procs,

@@ -7,7 +7,11 @@ A checkpoint is a dict saved with ``torch.save``::
 
 where ``e`` is the 0-based index of the epoch just finished; the file is
 ``OUTPUT_DIR/checkpoints/checkpoint_epoch_{e + 1:05d}.pyth`` (1-based names as
-the reference). Saves are atomic (temporary file, fsync, rename), so an
+the reference). A mid-epoch checkpoint (written when a run is preempted, or
+every TRAIN.CHECKPOINT_MINUTES) is ``checkpoint_epoch_{e + 2:05d}_iter_{i:06d}.pyth``
+with an ``iteration_in_epoch`` entry ``i``: epoch ``e + 1`` had done ``i`` iterations
+(its ``epoch`` entry is still the last finished epoch ``e``, so the reference
+would redo that epoch). Saves are atomic (temporary file, fsync, rename), so an
 interrupted save never leaves a truncated checkpoint behind. Loading is
 strict: any missing key, unexpected key or shape mismatch fails with one
 ``CheckpointError`` line naming the file and the first offending keys.
@@ -38,10 +42,11 @@ logger = logging.getLogger(__name__)
 
 CHECKPOINT_SUBDIR = "checkpoints"
 _NAME_FORMAT = "checkpoint_epoch_{:05d}.pyth"
-_NAME_RE = re.compile(r"^checkpoint_epoch_(\d+)\.pyth$")
+_MID_EPOCH_FORMAT = "checkpoint_epoch_{:05d}_iter_{:06d}.pyth"
+_NAME_RE = re.compile(r"^checkpoint_epoch_(\d+)(?:_iter_(\d+))?\.pyth$")
 # Entries of the checkpoint dict that hold states (not returned by load).
 _STATE_KEYS = ("model_state", "optimizer_state", "scaler_state")
-_RESERVED_KEYS = ("epoch", "cfg") + _STATE_KEYS
+_RESERVED_KEYS = ("epoch", "cfg", "iteration_in_epoch") + _STATE_KEYS
 
 
 class CheckpointError(RuntimeError):
@@ -73,24 +78,77 @@ def get_path_to_checkpoint(output_dir: str, epoch: int) -> str:
     return os.path.join(get_checkpoint_dir(output_dir), _NAME_FORMAT.format(epoch))
 
 
+def get_path_to_mid_epoch_checkpoint(output_dir: str, epoch: int, it: int) -> str:
+    """Returns the path of a checkpoint taken inside an epoch.
+
+    Args:
+        output_dir: the run's OUTPUT_DIR.
+        epoch: 1-based number of the epoch in progress.
+        it: iterations of that epoch done.
+
+    Returns:
+        str: ``output_dir/checkpoints/checkpoint_epoch_{epoch:05d}_iter_{it:06d}.pyth``.
+    """
+    name = _MID_EPOCH_FORMAT.format(epoch, it)
+    return os.path.join(get_checkpoint_dir(output_dir), name)
+
+
+def checkpoint_position(path: str) -> Optional[tuple]:
+    """Where a checkpoint file's name puts it: ``(epoch, iteration)``.
+
+    An epoch checkpoint ``checkpoint_epoch_00003.pyth`` is ``(3, inf)`` (epoch
+    3 finished); a mid-epoch one ``..._00004_iter_000120.pyth`` is
+    ``(4, 120)``. Other names give None.
+    """
+    match = _NAME_RE.match(os.path.basename(path))
+    if not match:
+        return None
+    it = match.group(2)
+    return int(match.group(1)), float("inf") if it is None else int(it)
+
+
+def is_mid_epoch_checkpoint(path: str) -> bool:
+    """Whether ``path`` is named as a checkpoint taken inside an epoch."""
+    position = checkpoint_position(path)
+    return position is not None and position[1] != float("inf")
+
+
 def list_checkpoints(output_dir: str) -> List[str]:
     """Lists a run's checkpoint files, oldest first (temporary files excluded).
+
+    Mid-epoch checkpoints sort inside their epoch: ``..._00004_iter_000120``
+    comes after ``checkpoint_epoch_00003`` and before ``checkpoint_epoch_00004``.
 
     Args:
         output_dir: the run's OUTPUT_DIR.
 
     Returns:
-        list[str]: paths sorted by epoch number; empty when there are none.
+        list[str]: paths sorted by position; empty when there are none.
     """
     folder = get_checkpoint_dir(output_dir)
     if not g_pathmgr.isdir(folder):
         return []
     numbered = []
     for name in g_pathmgr.ls(folder):
-        match = _NAME_RE.match(name)
-        if match:
-            numbered.append((int(match.group(1)), name))
+        position = checkpoint_position(name)
+        if position is not None:
+            numbered.append((position, name))
     return [os.path.join(folder, name) for _, name in sorted(numbered)]
+
+
+def prune_mid_epoch_checkpoints(output_dir: str) -> List[str]:
+    """Removes every mid-epoch checkpoint but the newest checkpoint of the run.
+
+    Epoch checkpoints are never removed. Call it after a save (rank 0).
+
+    Returns:
+        list[str]: the removed paths.
+    """
+    paths = list_checkpoints(output_dir)
+    removed = [p for p in paths[:-1] if is_mid_epoch_checkpoint(p)]
+    for path in removed:
+        g_pathmgr.rm(path)
+    return removed
 
 
 def has_checkpoint(output_dir: str) -> bool:
@@ -193,6 +251,7 @@ def save_checkpoint(
     cfg: CfgNode,
     scaler: Optional[Any] = None,
     extra: Optional[Dict[str, Any]] = None,
+    iteration: Optional[int] = None,
 ) -> str:
     """Atomically saves a checkpoint after the 0-based epoch ``epoch``.
 
@@ -207,9 +266,11 @@ def save_checkpoint(
             ``epoch + 1``.
         cfg: the run's config, stored as its YAML dump.
         scaler: a ``torch.amp.GradScaler`` whose state is stored, or None.
-        extra: more entries (e.g. ``rng_state``, ``iteration``,
-            ``schedule_state``) made of tensors, Python numbers, strings and
-            lists, tuples or dicts of those; they may not reuse reserved keys.
+        extra: more entries (e.g. ``rng_state``, ``schedule_state``) made of
+            tensors, Python numbers, strings and lists, tuples or dicts of
+            those; they may not reuse reserved keys.
+        iteration: save a mid-epoch checkpoint: ``iteration`` iterations of
+            epoch ``epoch + 1`` are done (stored as ``iteration_in_epoch``).
 
     Returns:
         str: the path written.
@@ -234,7 +295,11 @@ def save_checkpoint(
     if scaler is not None:
         checkpoint["scaler_state"] = scaler.state_dict()
     checkpoint.update(extra)
-    path = get_path_to_checkpoint(output_dir, epoch + 1)
+    if iteration is None:
+        path = get_path_to_checkpoint(output_dir, epoch + 1)
+    else:
+        checkpoint["iteration_in_epoch"] = int(iteration)
+        path = get_path_to_mid_epoch_checkpoint(output_dir, epoch + 2, iteration)
     _atomic_save(checkpoint, path)
     logger.info("Saved checkpoint %s", path)
     return path

@@ -5,10 +5,13 @@ the world size is then 1, the rank 0, and collectives return their input.
 With nccl, tensors passed to the collectives must be on the current GPU.
 """
 
+import datetime
 import gc
 import logging
+import os
+import signal
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 import torch
 import torch.distributed as dist
@@ -42,19 +45,35 @@ def is_master_proc() -> bool:
 
 
 def init_process_group(
-    backend: str, init_method: str, world_size: int, rank: int
+    backend: str,
+    init_method: str,
+    world_size: int,
+    rank: int,
+    timeout_minutes: float = 30.0,
 ) -> None:
     """Joins the job's process group.
 
+    A collective that waits longer than ``timeout_minutes`` (a peer died or
+    hangs) raises instead of hanging; with NCCL, asynchronous error handling
+    is switched on (unless the environment says otherwise), so that a failed
+    collective ends the process.
+
     Args:
         backend: "gloo" (CPU) or "nccl" (GPU).
-        init_method: rendezvous URL, e.g. "tcp://localhost:9999" or
-            "file:///path/to/shared_file".
+        init_method: rendezvous URL, e.g. "tcp://localhost:9999",
+            "env://" or "file:///path/to/shared_file".
         world_size: total number of processes.
         rank: global rank of this process.
+        timeout_minutes: DIST_TIMEOUT_MINUTES.
     """
+    if backend == "nccl":
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
     dist.init_process_group(
-        backend=backend, init_method=init_method, world_size=world_size, rank=rank
+        backend=backend,
+        init_method=init_method,
+        world_size=world_size,
+        rank=rank,
+        timeout=datetime.timedelta(minutes=timeout_minutes),
     )
 
 
@@ -113,6 +132,12 @@ def all_reduce(tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
         return moved.cpu()
     dist.all_reduce(tensor, op=reduce_op)
     return tensor
+
+
+def barrier() -> None:
+    """Waits for every process (a no-op with one process)."""
+    if get_world_size() > 1:
+        dist.barrier()
 
 
 def new_groups(ranks: Sequence[Sequence[int]]) -> list:
@@ -208,44 +233,97 @@ def procs_per_machine(cfg: CfgNode) -> int:
     return cfg.NUM_GPUS if cfg.NUM_GPUS > 0 else cfg.NUM_CPU_PROCS
 
 
+def run_in_group(
+    funcs: Sequence[JobFunc],
+    cfg: CfgNode,
+    init_method: str,
+    rank: int,
+    world_size: int,
+    local_rank: int,
+) -> None:
+    """Runs ``func(cfg, rank, world_size)`` for each of ``funcs`` in this process.
+
+    Joins the process group first (none with one process) and leaves it at
+    the end. An exception is logged (rank > 0: to its own log, see
+    ``utils.logging``) and re-raised.
+
+    Args:
+        funcs: the job's stages (training, testing), in order.
+        cfg: the frozen config.
+        init_method: rendezvous URL.
+        rank: global rank.
+        world_size: number of processes.
+        local_rank: index of this process on its machine (its GPU).
+    """
+    use_cuda = cfg.NUM_GPUS > 0
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    if world_size > 1:
+        backend = cfg.DIST_BACKEND if use_cuda else "gloo"
+        init_process_group(
+            backend, init_method, world_size, rank, cfg.DIST_TIMEOUT_MINUTES
+        )
+    try:
+        for func in funcs:
+            func(cfg, rank, world_size)
+        if world_size > 1:
+            # Free what still holds the process group (a DDP model in a
+            # reference cycle) and let every process get here before the
+            # group goes: a process leaving while its peer's group is alive
+            # was a suspect of a rare abort ("terminate called without an
+            # active exception") at the end of 2-process CPU runs.
+            gc.collect()
+            dist.barrier()
+    except Exception as err:
+        if not getattr(err, "expected_stop", False):
+            logger.exception("process rank %d failed", rank)
+        raise
+    finally:
+        if world_size > 1:
+            dist.destroy_process_group()
+
+
 def _worker(
     local_rank: int,
-    func: JobFunc,
+    funcs: Sequence[JobFunc],
     cfg: CfgNode,
     init_method: str,
     shard_id: int,
     num_procs: int,
     num_shards: int,
-    backend: str,
-    use_cuda: bool,
 ) -> None:
-    """Entry point of one spawned process: joins the group, runs, leaves."""
+    """Entry point of one spawned process; exits with the job's status."""
     world_size = num_procs * num_shards
     rank = global_rank(shard_id, num_procs, local_rank)
-    if use_cuda:
-        torch.cuda.set_device(local_rank)
-    init_process_group(backend, init_method, world_size, rank)
     try:
-        func(cfg, rank, world_size)
-        # Free what still holds the process group (a DDP model in a reference
-        # cycle) and let every process get here before the group goes: a
-        # process leaving while its peer's group is alive was a suspect of a
-        # rare abort ("terminate called without an active exception") at the
-        # end of 2-process CPU runs.
-        gc.collect()
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
+        run_in_group(funcs, cfg, init_method, rank, world_size, local_rank)
+    except Exception as err:
+        status = getattr(err, "exit_status", None)
+        if status is None:
+            raise
+        raise SystemExit(status) from err
+
+
+def _forward_signals(context, signums: Sequence[int]) -> dict:
+    """Passes the stop signals this process gets on to its spawned processes."""
+
+    def forward(signum, frame):
+        for process in context.processes:
+            if process.is_alive():
+                os.kill(process.pid, signum)
+
+    return {s: signal.signal(s, forward) for s in signums}
 
 
 def launch_job(
     cfg: CfgNode,
     init_method: str,
-    func: JobFunc,
+    func: Union[JobFunc, Sequence[JobFunc]],
     num_procs: Optional[int] = None,
     shard_id: Optional[int] = None,
     num_shards: Optional[int] = None,
     daemon: bool = False,
+    forward_signals: Sequence[int] = (),
 ) -> None:
     """Runs ``func(cfg, rank, world_size)`` on every process of this machine.
 
@@ -253,7 +331,10 @@ def launch_job(
     Otherwise ``num_procs`` processes are spawned; each joins the group (gloo
     on CPU, ``cfg.DIST_BACKEND`` on GPU after selecting GPU ``local_rank``),
     runs ``func`` and leaves the group. An exception in a child is re-raised
-    here (``torch.multiprocessing.ProcessRaisedException``) with its traceback.
+    here (``torch.multiprocessing.ProcessRaisedException``) with its traceback;
+    a child that exits with a status (e.g. a preempted run) raises
+    ``ProcessExitedException``. When one child fails, the others are stopped
+    (SIGTERM, then SIGKILL after 30 s).
 
     Args:
         cfg: the frozen config (picklable); passed unchanged to ``func``.
@@ -264,35 +345,37 @@ def launch_job(
         shard_id: index of this machine (default: cfg.SHARD_ID).
         num_shards: number of machines (default: cfg.NUM_SHARDS).
         daemon: spawn the processes as daemons.
+        forward_signals: signals this process passes on to the children.
     """
+    funcs = [func] if callable(func) else list(func)
     num_procs = procs_per_machine(cfg) if num_procs is None else num_procs
     shard_id = cfg.SHARD_ID if shard_id is None else shard_id
     num_shards = cfg.NUM_SHARDS if num_shards is None else num_shards
     if num_procs * num_shards == 1:
-        func(cfg, 0, 1)
+        for stage in funcs:
+            stage(cfg, 0, 1)
         return
     use_cuda = cfg.NUM_GPUS > 0
-    backend = cfg.DIST_BACKEND if use_cuda else "gloo"
     logger.info(
         "Spawning %d %s processes (machine %d of %d, backend %s)",
         num_procs,
         "GPU" if use_cuda else "CPU",
         shard_id,
         num_shards,
-        backend,
+        cfg.DIST_BACKEND if use_cuda else "gloo",
     )
-    mp.spawn(
+    context = mp.start_processes(
         _worker,
-        args=(
-            func,
-            cfg,
-            init_method,
-            shard_id,
-            num_procs,
-            num_shards,
-            backend,
-            use_cuda,
-        ),
+        args=(funcs, cfg, init_method, shard_id, num_procs, num_shards),
         nprocs=num_procs,
         daemon=daemon,
+        join=False,
+        start_method="spawn",
     )
+    previous = _forward_signals(context, forward_signals)
+    try:
+        while not context.join():
+            pass
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -3,7 +3,9 @@
 Process 0 logs INFO and above to stdout and, when an output folder is given,
 appends to ``OUTPUT_DIR/stdout.log``. Other processes log WARNING and above
 only, tagged with their rank, so that a multi-process run prints one copy of
-the progress but every process's problems.
+the progress but every process's problems; they also append them to
+``OUTPUT_DIR/logs/rank_<r>.log`` (created at the first warning), where a
+failed process's traceback can be found (``process_log_path``).
 """
 
 import logging
@@ -61,14 +63,20 @@ def setup_logging(output_dir: Optional[str] = None, rank: int = 0) -> None:
     console.setFormatter(formatter)
     root.addHandler(console)
 
-    if rank == 0 and output_dir:
-        g_pathmgr.mkdirs(output_dir)
-        file_handler = _tagged(
-            logging.FileHandler(os.path.join(output_dir, STDOUT_LOG), mode="a")
-        )
+    if output_dir:
+        path = process_log_path(output_dir, rank)
+        g_pathmgr.mkdirs(os.path.dirname(path))
+        file_handler = _tagged(logging.FileHandler(path, mode="a", delay=rank > 0))
         file_handler.setFormatter(formatter)
         root.addHandler(file_handler)
     logging.captureWarnings(True)
+
+
+def process_log_path(output_dir: str, rank: int) -> str:
+    """Where process ``rank`` logs: ``stdout.log`` (rank 0) or ``logs/rank_<r>.log``."""
+    if rank == 0:
+        return os.path.join(output_dir, STDOUT_LOG)
+    return os.path.join(output_dir, "logs", f"rank_{rank}.log")
 
 
 def _round_floats(value: Any) -> Any:

@@ -53,6 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="index of this machine (overrides SHARD_ID)",
     )
     parser.add_argument(
+        "--launcher",
+        choices=("auto", "plain", "torchrun", "srun"),
+        default="auto",
+        help="how the job was started (default: detected from the environment: "
+        "torchrun's or srun's variables, else plain: spawn the processes here)",
+    )
+    parser.add_argument(
         "--opts",
         dest="flag_opts",
         nargs=argparse.REMAINDER,

@@ -1,0 +1,154 @@
+"""Stopping a run between two iterations: preemption signals and timed checkpoints.
+
+A scheduler warns a job before it preempts it or before its time limit
+(SLURM: ``--signal``, submitit: SIGUSR2; SIGTERM before a kill). A signal
+named in TRAIN.STOP_SIGNALS only sets a flag; after each step every process
+learns whether any of them got one (one small all-reduce), so they all stop
+after the same iteration. Then a mid-epoch checkpoint is written (model,
+optimizer, scaler, every process's RNG states, the hooks' states and the
+position in the epoch; ``utils/checkpoint.py`` names it) and the run raises
+``Preempted``; the launcher exits with ``EXIT_PREEMPTED`` and the same command
+resumes after that iteration. TRAIN.CHECKPOINT_MINUTES > 0 also writes such a
+checkpoint every that many minutes, which bounds what a hard kill can lose.
+"""
+
+import logging
+import signal
+import threading
+import time
+from typing import Callable, Dict, Optional, Sequence
+
+import torch
+
+from slowfast.engine.loop import HookBase, LoopState
+from slowfast.utils import distributed as du
+
+logger = logging.getLogger(__name__)
+
+# The exit status of a preempted run (BSD EX_TEMPFAIL: "try again later").
+EXIT_PREEMPTED = 75
+
+
+class Preempted(Exception):
+    """The run stopped on a signal after saving a mid-epoch checkpoint.
+
+    Attributes:
+        signum: the signal's number.
+        path: the checkpoint written (None on processes other than rank 0).
+        expected_stop: not a failure (launchers log no traceback).
+        exit_status: the status a process stopped by it exits with.
+    """
+
+    expected_stop = True
+    exit_status = EXIT_PREEMPTED
+
+    def __init__(self, signum: int, path: Optional[str]) -> None:
+        self.signum, self.path = signum, path
+        where = f"; saved {path}" if path else ""
+        super().__init__(f"stopped by {signal_name(signum)}{where}")
+
+
+def signal_name(signum: int) -> str:
+    """``"SIGUSR1"`` for its number."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def parse_signals(names: Sequence[str]) -> list:
+    """Signal numbers of names such as ``"SIGUSR1"`` or ``"USR1"``.
+
+    Raises:
+        ValueError: an unknown name (the message names TRAIN.STOP_SIGNALS).
+    """
+    numbers = []
+    for name in names:
+        key = name.upper() if name.upper().startswith("SIG") else f"SIG{name.upper()}"
+        if not hasattr(signal, key):
+            raise ValueError(
+                f"TRAIN.STOP_SIGNALS: unknown signal {name!r}; use names such as "
+                "SIGUSR1, SIGUSR2, SIGTERM"
+            )
+        numbers.append(int(getattr(signal, key)))
+    return numbers
+
+
+class StopSignals:
+    """Catches the stop signals while installed; remembers the last one.
+
+    Args:
+        signums: the signals to catch.
+    """
+
+    def __init__(self, signums: Sequence[int]) -> None:
+        self.signums = list(signums)
+        self.received = 0
+        self._previous: Dict[int, object] = {}
+
+    def _handle(self, signum: int, frame) -> None:
+        if not self.received:
+            logger.warning("got %s: stopping after this iteration", signal_name(signum))
+        self.received = signum
+
+    def install(self) -> None:
+        """Installs the handlers (once; only the main thread may, elsewhere a no-op)."""
+        if self._previous or threading.current_thread() is not threading.main_thread():
+            return
+        for signum in self.signums:
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        """Puts the previous handlers back."""
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+
+class PreemptionHook(HookBase):
+    """Saves a mid-epoch checkpoint on a stop signal (then stops) or on a timer.
+
+    Goes last in the hook list, so that the checkpoint holds the states the
+    other hooks reached after the step.
+
+    Args:
+        stop: the signal catcher.
+        save: ``save(state) -> path``: writes the mid-epoch checkpoint
+            (collective; see ``CheckpointHook.save``).
+        ctx: this process's run context.
+        minutes: also save every that many minutes (0: only on a signal).
+        clock: seconds, monotonic (for tests).
+    """
+
+    def __init__(
+        self,
+        stop: StopSignals,
+        save: Callable[[LoopState], Optional[str]],
+        ctx: du.RunContext,
+        minutes: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.stop, self.save, self.ctx = stop, save, ctx
+        self.seconds, self.clock = 60.0 * minutes, clock
+        self.last_save = 0.0
+
+    def before_train(self, state: LoopState) -> None:
+        self.stop.install()
+        self.last_save = self.clock()
+
+    def after_step(self, state: LoopState) -> None:
+        timed = self.ctx.is_master and 0 < self.seconds <= self.clock() - self.last_save
+        flags = torch.tensor([self.stop.received, int(timed)], dtype=torch.long)
+        if self.ctx.distributed:
+            # Every process stops (or saves) after the same iteration.
+            flags = du.all_reduce(flags, op="max")
+        signum, timed = int(flags[0]), bool(flags[1])
+        if not (signum or timed):
+            return
+        path = self.save(state)
+        self.last_save = self.clock()
+        if signum:
+            raise Preempted(signum, path)
+
+    def after_train(self, state: LoopState) -> None:
+        self.stop.restore()
