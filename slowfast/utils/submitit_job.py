@@ -1,0 +1,100 @@
+"""The job that ``tools/submit.py`` hands to submitit: one task per GPU.
+
+Every task is one rank: it reads its place from ``submitit.JobEnvironment``,
+joins the process group (the first host of the job, a port derived from the
+job id) and runs the enabled stages as ``tools/run_net.py`` would. On a stop
+signal the run saves a mid-epoch checkpoint (``engine/preemption.py``) and the
+job passes the signal on to submitit's own handler, which requeues it through
+its checkpoint mechanism (``checkpoint`` below: the same job again, which
+resumes from OUTPUT_DIR).
+"""
+
+import logging
+import os
+import signal
+import sys
+
+from fvcore.common.config import CfgNode
+
+from slowfast.utils.launcher import Layout, apply_layout, describe_layout
+from slowfast.utils.logging import setup_logging
+
+logger = logging.getLogger(__name__)
+
+
+def _port(job_id: str) -> int:
+    digits = "".join(ch for ch in str(job_id) if ch.isdigit()) or "0"
+    return 15000 + int(digits[-9:]) % 20000
+
+
+class SubmititJob:
+    """A picklable training (and testing) job for submitit.
+
+    Args:
+        cfg: the frozen config of the run.
+    """
+
+    def __init__(self, cfg: CfgNode) -> None:
+        self.cfg = cfg
+
+    def layout(self) -> Layout:
+        """This task's place in the job, from submitit's environment."""
+        import submitit
+
+        env = submitit.JobEnvironment()
+        per_node = env.num_tasks // env.num_nodes
+        host = os.environ.get("MASTER_ADDR") or env.hostnames[0]
+        port = os.environ.get("MASTER_PORT") or _port(env.job_id)
+        return Layout(
+            "submitit",
+            env.num_nodes,
+            per_node,
+            env.node,
+            f"tcp://{host}:{port}",
+            env.global_rank,
+            env.local_rank,
+        )
+
+    def __call__(self) -> int:
+        """Runs the job's stages in this task; returns 0 when done."""
+        from slowfast.engine.preemption import Preempted
+        from slowfast.engine.tester import test
+        from slowfast.engine.trainer import train
+        from slowfast.utils.distributed import run_in_group
+
+        layout = self.layout()
+        cfg, notes = apply_layout(self.cfg, layout)
+        setup_logging(cfg.OUTPUT_DIR, layout.rank)
+        for line in describe_layout(cfg, layout) + notes:
+            logger.info(line)
+        stages = [train] if cfg.TRAIN.ENABLE else []
+        stages += [test] if cfg.TEST.ENABLE else []
+        try:
+            run_in_group(
+                stages,
+                cfg,
+                layout.init_method,
+                layout.rank,
+                layout.world_size,
+                layout.local_rank,
+            )
+        except Preempted as err:
+            logger.warning("%s; asking submitit to requeue the job", err)
+            self._requeue()
+            # Tasks other than the first: submitit's handler leaves the
+            # requeue to task 0 and returns.
+            sys.exit(err.exit_status)
+        return 0
+
+    @staticmethod
+    def _requeue() -> None:
+        """Hands the stop over to submitit's handler of its preemption signal."""
+        from submitit import JobEnvironment
+
+        signal.raise_signal(JobEnvironment._usr_sig())
+
+    def checkpoint(self):
+        """submitit's requeue hook: the same job again (it resumes from OUTPUT_DIR)."""
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(SubmititJob(self.cfg))
