@@ -23,7 +23,7 @@ setup(
         "PyYAML",
     ],
     extras_require={
-        "dev": ["pytest>=7", "ruff"],
+        "dev": ["pytest>=7", "ruff", "submitit"],
         "slurm": ["submitit"],
     },
 )
