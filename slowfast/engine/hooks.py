@@ -145,6 +145,7 @@ class BadDataHook(HookBase):
 
     def after_epoch(self, state: LoopState) -> None:
         state.extras["bad_videos"] = self.monitor.end_epoch(state.epoch)
+        self.monitor = None  # nothing to keep between epochs
 
 
 class JsonMetricsWriter(HookBase):
@@ -209,6 +210,7 @@ class JsonMetricsWriter(HookBase):
         line["bad_videos"] = state.extras.pop("bad_videos", 0)
         state.epoch_stats = line
         log_json_stats(line, self.output_dir, self.rank)
+        self.meter = None  # only a mid-epoch checkpoint keeps the meters
 
 
 class PreciseBNHook(HookBase):

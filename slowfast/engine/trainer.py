@@ -219,7 +219,6 @@ class Trainer:
                 cfg.TRAIN.CHECKPOINT_MINUTES,
             )
         )
-        checkpoint.hooks = hooks
         return hooks
 
     # ------------------------------------------------------------------- loop
@@ -254,6 +253,8 @@ class Trainer:
         )
         hooks = self.build_hooks()
         for hook in hooks:
+            if isinstance(hook, CheckpointHook):
+                hook.hooks = hooks  # the final list, a subclass's hooks included
             saved = self.hook_states.get(type(hook).__name__)
             if saved:
                 hook.load_state_dict(saved)
