@@ -10,9 +10,15 @@ NUM_GPUS processes per machine (NUM_CPU_PROCS when NUM_GPUS is 0); under
 torchrun or srun every process is one rank and runs them itself. With neither
 stage enabled it logs the model's parameters and FLOPs.
 
-Exit status: 0 done, 1 a process failed (one line names it and its log),
-2 bad config or launch environment, 75 stopped by a stop signal after a
-mid-epoch checkpoint (run the same command to resume).
+Before any model is built or process spawned, ``utils/preflight.py`` checks
+the devices, the batch, the data files and OUTPUT_DIR, and the job's first
+process takes OUTPUT_DIR's lock (``utils/run_lock.py``: one run per folder).
+
+Exit status: 0 done, 1 a process failed (one line names it and its log), the
+data or OUTPUT_DIR is unusable or in use by another run, 2 bad config, launch
+environment or devices, 75 stopped by a stop signal after a mid-epoch
+checkpoint (run the same command to resume). ``--debug`` shows the tracebacks
+of set-up errors.
 """
 
 import logging
@@ -32,6 +38,8 @@ from slowfast.utils.launcher import (
 )
 from slowfast.utils.logging import process_log_path, setup_logging
 from slowfast.utils.parser import load_config_from_args, parse_args
+from slowfast.utils.preflight import PreflightError, preflight
+from slowfast.utils.run_lock import RunLock, RunLockError, remove_stale_temp_files
 
 logger = logging.getLogger("slowfast.tools.run_net")
 
@@ -153,20 +161,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cfg = load_config_from_args(args)
         layout = detect_layout(cfg, args.init_method, os.environ, args.launcher)
     except (ConfigError, LaunchError) as err:
+        if args.debug:
+            raise
         print(f"error: {_one_line(err)}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     cfg, notes = apply_layout(cfg, layout)
-    setup_logging(cfg.OUTPUT_DIR, rank=layout.rank or 0)
-    for line in describe_layout(cfg, layout):
-        logger.info(line)
-    for note in notes:
-        logger.info("the launcher's layout wins: %s", note)
-    logger.info("Config files: %s; overrides: %s", args.cfg_files, args.opts)
-
     if not (cfg.TRAIN.ENABLE or cfg.TEST.ENABLE):
+        setup_logging(cfg.OUTPUT_DIR, rank=layout.rank or 0)
         model_info(cfg)
         return 0
-    return run_stages(cfg, layout)
+    # The first process of the job holds OUTPUT_DIR for the run's life.
+    first = layout.rank == 0 or (layout.spawns and layout.node_rank == 0)
+    lock = RunLock(cfg.OUTPUT_DIR)
+    try:
+        preflight(cfg, layout)
+        if first:
+            lock.acquire()
+    except (PreflightError, RunLockError) as err:
+        if args.debug:
+            raise
+        print(f"error: {_one_line(err)}", file=sys.stderr)
+        return getattr(err, "exit_status", EXIT_FAILED)
+    try:
+        setup_logging(cfg.OUTPUT_DIR, rank=layout.rank or 0)
+        for line in describe_layout(cfg, layout):
+            logger.info(line)
+        for note in notes:
+            logger.info("the launcher's layout wins: %s", note)
+        logger.info("Config files: %s; overrides: %s", args.cfg_files, args.opts)
+        if lock.took_over:
+            logger.warning(lock.took_over)
+        if first:
+            for path in remove_stale_temp_files(cfg.OUTPUT_DIR):
+                logger.warning("removed %s, left by an interrupted write", path)
+        return run_stages(cfg, layout)
+    finally:
+        lock.release()
 
 
 if __name__ == "__main__":

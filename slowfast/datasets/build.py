@@ -29,11 +29,20 @@ def build_dataset(name: str, cfg: CfgNode, split: str):
     # Importing the package registers the built-in datasets.
     import slowfast.datasets  # noqa: F401
 
+    return dataset_class(name)(cfg, split)
+
+
+def dataset_class(name: str):
+    """The registered dataset class of a config name (case-insensitive).
+
+    Raises:
+        KeyError: no dataset of that name is registered.
+    """
     known = {key.lower(): key for key, _ in DATASET_REGISTRY}
     key = known.get(str(name).lower())
     if key is None:
         raise KeyError(f"unknown dataset {name!r}; registered: {sorted(known)}")
-    return DATASET_REGISTRY.get(key)(cfg, split)
+    return DATASET_REGISTRY.get(key)
 
 
 def dataset_name(cfg: CfgNode, split: str) -> str:

@@ -48,6 +48,11 @@ class Ssv2(VideoDataset):
 
     name = "SSv2"
 
+    @staticmethod
+    def split_files(cfg: CfgNode, split: str) -> list:
+        """The annotation files a split reads (checked before a run starts)."""
+        return list(ssv2_files(cfg.DATA.PATH_TO_DATA_DIR, split))
+
     @classmethod
     def read_lists(cls, cfg: CfgNode, split: str, strict: bool = True):
         """Reads the split's labels (JSON) and frame list (the verifier too).

@@ -10,6 +10,7 @@ Accepted forms (freely combined; options must come before the overrides):
 """
 
 import argparse
+import os
 from typing import List, Optional, Sequence
 
 from fvcore.common.config import CfgNode
@@ -58,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="how the job was started (default: detected from the environment: "
         "torchrun's or srun's variables, else plain: spawn the processes here)",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=os.environ.get("SLOWFAST_DEBUG", "") not in ("", "0"),
+        help="show tracebacks of set-up errors too (or SLOWFAST_DEBUG=1)",
     )
     parser.add_argument(
         "--opts",

@@ -18,6 +18,7 @@ from fvcore.common.config import CfgNode
 
 from slowfast.utils.launcher import Layout, apply_layout, describe_layout
 from slowfast.utils.logging import setup_logging
+from slowfast.utils.run_lock import RunLock, remove_stale_temp_files
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,13 @@ class SubmititJob:
             logger.info(line)
         stages = [train] if cfg.TRAIN.ENABLE else []
         stages += [test] if cfg.TEST.ENABLE else []
+        lock = RunLock(cfg.OUTPUT_DIR)
+        if layout.rank == 0:  # a requeued job takes its own lock over
+            lock.acquire()
+            if lock.took_over:
+                logger.warning(lock.took_over)
+            for path in remove_stale_temp_files(cfg.OUTPUT_DIR):
+                logger.warning("removed %s, left by an interrupted write", path)
         try:
             run_in_group(
                 stages,
@@ -84,6 +92,8 @@ class SubmititJob:
             # Tasks other than the first: submitit's handler leaves the
             # requeue to task 0 and returns.
             sys.exit(err.exit_status)
+        finally:
+            lock.release()
         return 0
 
     @staticmethod

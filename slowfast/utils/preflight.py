@@ -1,0 +1,149 @@
+"""Checks a run's set-up before any model is built or any process spawned.
+
+Each problem a user can fix is one line, with the exit status the launcher
+should use: 2 for the config or the machine (devices, batch divisibility), 1
+for the data and the output folder (missing list files, an OUTPUT_DIR that
+cannot be written, too little disk for a checkpoint).
+"""
+
+import os
+import shutil
+import uuid
+from typing import List
+
+from fvcore.common.config import CfgNode
+
+from slowfast.utils.launcher import Layout
+
+EXIT_DATA = 1
+EXIT_CONFIG = 2
+
+
+class PreflightError(Exception):
+    """A problem found before the run starts.
+
+    Attributes:
+        exit_status: 2 (config, devices) or 1 (data, output folder).
+    """
+
+    def __init__(self, message: str, exit_status: int) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+def splits_read(cfg: CfgNode) -> List[str]:
+    """The splits a run reads: train and val when training, test when testing."""
+    splits = ["train", "val"] if cfg.TRAIN.ENABLE else []
+    return splits + (["test"] if cfg.TEST.ENABLE else [])
+
+
+def check_devices(cfg: CfgNode, layout: Layout) -> None:
+    """GPUs asked for must exist."""
+    if cfg.NUM_GPUS <= 0:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise PreflightError(
+            f"NUM_GPUS = {cfg.NUM_GPUS} but this machine has no usable CUDA GPU "
+            f"(torch {torch.__version__}); set NUM_GPUS 0 to run on CPU "
+            "(NUM_CPU_PROCS processes)",
+            EXIT_CONFIG,
+        )
+    count = torch.cuda.device_count()
+    if layout.procs_per_node > count:
+        raise PreflightError(
+            f"{layout.procs_per_node} GPU processes per machine (NUM_GPUS or the "
+            f"launcher) but this machine has {count} GPU(s); set NUM_GPUS {count}",
+            EXIT_CONFIG,
+        )
+
+
+def check_batch(cfg: CfgNode, layout: Layout) -> None:
+    """The training batch divides among the processes of a machine."""
+    per_node = layout.procs_per_node
+    if cfg.TRAIN.ENABLE and cfg.TRAIN.BATCH_SIZE % per_node:
+        raise PreflightError(
+            f"TRAIN.BATCH_SIZE = {cfg.TRAIN.BATCH_SIZE} is not divisible by the "
+            f"{per_node} processes per machine; use a multiple of {per_node}",
+            EXIT_CONFIG,
+        )
+
+
+def check_data(cfg: CfgNode) -> None:
+    """The data folder and the annotation files of every split read exist."""
+    from slowfast.datasets.build import dataset_class, dataset_name
+
+    folder = cfg.DATA.PATH_TO_DATA_DIR
+    if not folder or not os.path.isdir(folder):
+        raise PreflightError(
+            f"DATA.PATH_TO_DATA_DIR = {folder!r}: folder not found (see DATASET.md; "
+            "`python tools/make_demo_data.py` writes the demo data)",
+            EXIT_DATA,
+        )
+    for split in splits_read(cfg):
+        name = dataset_name(cfg, split)
+        for path in dataset_class(name).split_files(cfg, split):
+            if not os.path.isfile(path):
+                why = "testing (TEST.ENABLE)" if split == "test" else "training"
+                raise PreflightError(
+                    f"{path} not found: the {split} split of {name} reads it, "
+                    f"needed for {why}; see DATASET.md for the layout",
+                    EXIT_DATA,
+                )
+
+
+def checkpoint_bytes(cfg: CfgNode) -> int:
+    """About the size of one training checkpoint: weights, buffers and SGD
+    momentum in float32 (the model is built on the meta device: no memory)."""
+    import torch
+
+    from slowfast.models import build_model
+
+    with torch.device("meta"):
+        model = build_model(cfg)
+    params = sum(p.numel() for p in model.parameters())
+    buffers = sum(b.numel() for b in model.buffers())
+    return 4 * (2 * params + buffers)
+
+
+def check_output_dir(cfg: CfgNode) -> None:
+    """OUTPUT_DIR can be written and holds room for a checkpoint being saved."""
+    folder = cfg.OUTPUT_DIR
+    try:
+        os.makedirs(folder, exist_ok=True)
+        probe = os.path.join(folder, f".write_test.{uuid.uuid4().hex[:8]}")
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as err:
+        raise PreflightError(
+            f"OUTPUT_DIR = {folder!r} cannot be written ({err.strerror}); choose "
+            "another OUTPUT_DIR",
+            EXIT_DATA,
+        ) from err
+    if not cfg.TRAIN.ENABLE:
+        return
+    need = 2 * checkpoint_bytes(cfg)  # a temporary file, then the checkpoint
+    free = shutil.disk_usage(folder).free
+    if free < need:
+        raise PreflightError(
+            f"OUTPUT_DIR = {folder!r}: {free / 2**20:.0f} MiB free on its disk, a "
+            f"checkpoint needs about {need / 2**21:.0f} MiB (twice that while it is "
+            "written); free some space or choose another OUTPUT_DIR",
+            EXIT_DATA,
+        )
+
+
+def preflight(cfg: CfgNode, layout: Layout) -> None:
+    """Runs every check; raises ``PreflightError`` at the first problem.
+
+    Args:
+        cfg: the run's config (with the launcher's layout applied).
+        layout: the job's process layout.
+    """
+    check_devices(cfg, layout)
+    check_batch(cfg, layout)
+    check_data(cfg)
+    if layout.spawns and layout.node_rank == 0 or layout.rank == 0:
+        check_output_dir(cfg)

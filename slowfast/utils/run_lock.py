@@ -1,0 +1,161 @@
+"""One run per OUTPUT_DIR: a lock file held for the run's life.
+
+``OUTPUT_DIR/.run.lock`` holds who runs there (host, pid, start time, SLURM
+job id, command). A second start with the same OUTPUT_DIR refuses with one
+line naming the directory and the holder. A lock whose process is gone is
+taken over: on the same host when its pid no longer runs, on any host when
+it belongs to the same SLURM job (a requeued job restarts elsewhere). The
+lock is released when the run ends, whatever the reason (also on a signal
+that ends the process through Python).
+"""
+
+import atexit
+import datetime
+import json
+import logging
+import os
+import re
+import socket
+import sys
+from typing import List, Optional
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = ".run.lock"
+# Temporary files of our atomic writes (``utils/checkpoint._atomic_save``).
+_TEMP_RE = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}\.tmp$")
+
+
+class RunLockError(RuntimeError):
+    """OUTPUT_DIR is in use by another run; the message is one line."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _holder_text(holder: dict) -> str:
+    job = f", SLURM job {holder['slurm_job']}" if holder.get("slurm_job") else ""
+    return (
+        f"host {holder.get('host')}, pid {holder.get('pid')}{job}, since "
+        f"{holder.get('since')}"
+    )
+
+
+class RunLock:
+    """The lock of one OUTPUT_DIR.
+
+    Args:
+        output_dir: the run's OUTPUT_DIR.
+    """
+
+    def __init__(self, output_dir: str) -> None:
+        self.output_dir = output_dir
+        self.path = os.path.join(output_dir, LOCK_NAME)
+        self.held = False
+        # Why a stale lock was taken over (for the caller's log), or "".
+        self.took_over = ""
+
+    def _me(self) -> dict:
+        return {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "since": datetime.datetime.now().isoformat(timespec="seconds"),
+            "slurm_job": os.environ.get("SLURM_JOB_ID", ""),
+            "command": " ".join(sys.argv),
+        }
+
+    def read(self) -> Optional[dict]:
+        """The current holder, or None (no lock, or an unreadable one)."""
+        try:
+            with open(self.path) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}
+
+    def _stale(self, holder: dict) -> Optional[str]:
+        """Why ``holder``'s lock may be taken over, or None when it is alive."""
+        if not holder:
+            return "it is unreadable (an interrupted write)"
+        me = self._me()
+        if holder.get("slurm_job") and holder.get("slurm_job") == me["slurm_job"]:
+            return f"it belongs to this SLURM job ({me['slurm_job']}), restarted"
+        if holder.get("host") == me["host"] and not _pid_alive(int(holder["pid"])):
+            return f"its process {holder['pid']} on this host has ended"
+        return None
+
+    def acquire(self) -> None:
+        """Takes the lock, or raises ``RunLockError`` naming its holder.
+
+        A stale lock is taken over; ``took_over`` then says why (log it).
+        """
+        os.makedirs(self.output_dir, exist_ok=True)
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                holder = self.read()
+                if holder is None:
+                    continue  # released meanwhile
+                reason = self._stale(holder)
+                if reason is None:
+                    raise RunLockError(
+                        f"OUTPUT_DIR {self.output_dir} is in use by another run "
+                        f"({_holder_text(holder)}); wait for it to end or choose "
+                        f"another OUTPUT_DIR (if that run is dead, delete {self.path})"
+                    ) from None
+                self.took_over = f"took over the lock of {self.output_dir}: {reason}"
+                os.remove(self.path)
+                continue
+            with os.fdopen(fd, "w") as f:
+                json.dump(self._me(), f)
+            self.held = True
+            atexit.register(self.release)
+            return
+        raise RunLockError(f"could not take the lock {self.path}; try again")
+
+    def release(self) -> None:
+        """Removes the lock if this process holds it (safe to call twice)."""
+        if not self.held:
+            return
+        holder = self.read()
+        if holder and holder.get("pid") == os.getpid():
+            os.remove(self.path)
+        self.held = False
+
+    def __enter__(self) -> "RunLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def remove_stale_temp_files(output_dir: str) -> List[str]:
+    """Removes our interrupted writes' temporary files (call with the lock held).
+
+    Only files named as ``utils/checkpoint`` names its temporary files
+    (``.<name>.<pid>.<8 hex digits>.tmp``) in OUTPUT_DIR and its checkpoint
+    folder are removed.
+
+    Returns:
+        list[str]: the removed paths.
+    """
+    removed = []
+    for folder in (output_dir, os.path.join(output_dir, "checkpoints")):
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            if _TEMP_RE.match(name):
+                path = os.path.join(folder, name)
+                os.remove(path)
+                removed.append(path)
+    return removed

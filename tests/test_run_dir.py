@@ -1,0 +1,193 @@
+"""A run directory is the user's data: one run per OUTPUT_DIR, checks before work."""
+
+import collections
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from slowfast.config import load_config
+from slowfast.utils import preflight as pf
+from slowfast.utils.launcher import Layout
+from slowfast.utils.run_lock import (
+    LOCK_NAME,
+    RunLock,
+    RunLockError,
+    remove_stale_temp_files,
+)
+
+from .conftest import REPO_ROOT
+
+RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
+DEMO = os.path.join(REPO_ROOT, "configs", "Demo")
+TINY = os.path.join(DEMO, "Kinetics_I3D_tiny.yaml")
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _write_lock(folder, **holder):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / LOCK_NAME).write_text(json.dumps(holder))
+
+
+def test_a_second_run_in_the_same_output_dir_is_refused(tmp_path):
+    out = tmp_path / "run"
+    with RunLock(str(out)):
+        other = RunLock(str(out))
+        with pytest.raises(RunLockError) as info:
+            other.acquire()
+        message = str(info.value)
+        assert str(out) in message and f"pid {os.getpid()}" in message
+        assert socket.gethostname() in message and "since" in message
+    assert not (out / LOCK_NAME).exists()  # released
+
+
+def test_run_net_refuses_before_writing_anything(demo_data, tmp_path):
+    out = tmp_path / "run"
+    _write_lock(out, host=socket.gethostname(), pid=os.getpid(), since="now")
+    cmd = [sys.executable, RUN_NET, "--cfg", TINY, "OUTPUT_DIR", str(out)]
+    cmd += ["DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics")]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: OUTPUT_DIR {out} is in use by another run")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert sorted(os.listdir(out)) == [LOCK_NAME]  # nothing written, nothing mixed
+
+
+@pytest.mark.parametrize(
+    "holder,reason",
+    [
+        ({"host": socket.gethostname(), "since": "x"}, "has ended"),
+        ({"host": "elsewhere", "pid": 1, "slurm_job": "99"}, "this SLURM job"),
+    ],
+)
+def test_a_dead_or_requeued_holder_is_taken_over(
+    tmp_path, monkeypatch, holder, reason, caplog
+):
+    monkeypatch.setenv("SLURM_JOB_ID", "99")
+    holder = dict(holder)
+    holder.setdefault("pid", _dead_pid())
+    _write_lock(tmp_path, **holder)
+    lock = RunLock(str(tmp_path))
+    lock.acquire()
+    assert reason in lock.took_over
+    assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == os.getpid()
+    lock.release()
+
+
+def test_a_live_holder_on_another_host_is_not_taken_over(tmp_path):
+    _write_lock(tmp_path, host="elsewhere", pid=1, since="t")
+    with pytest.raises(RunLockError, match="host elsewhere, pid 1"):
+        RunLock(str(tmp_path)).acquire()
+
+
+def test_only_our_interrupted_writes_are_removed(tmp_path):
+    ckpt = tmp_path / "checkpoints"
+    ckpt.mkdir()
+    ours = ckpt / ".checkpoint_epoch_00003.pyth.4242.0badcafe.tmp"
+    ours.write_bytes(b"partial")
+    kept = [
+        ckpt / "notes.tmp",
+        tmp_path / ".my.tmp",
+        ckpt / "checkpoint_epoch_00002.pyth",
+    ]
+    for path in kept:
+        path.write_bytes(b"x")
+    assert remove_stale_temp_files(str(tmp_path)) == [str(ours)]
+    assert all(path.exists() for path in kept) and not ours.exists()
+
+
+def test_a_rerun_takes_over_a_stale_lock_and_removes_temp_files(demo_data, tmp_path):
+    out = tmp_path / "run"
+    _write_lock(out, host=socket.gethostname(), pid=_dead_pid(), since="then")
+    (out / "checkpoints").mkdir()
+    temp = out / "checkpoints" / ".checkpoint_epoch_00001.pyth.77.12345678.tmp"
+    temp.write_bytes(b"partial write")
+    cmd = [sys.executable, RUN_NET, "--cfg", TINY]
+    cmd += [
+        "DATA.PATH_TO_DATA_DIR",
+        str(demo_data / "kinetics"),
+        "OUTPUT_DIR",
+        str(out),
+    ]
+    cmd += ["SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS", "[0]", "SOLVER.LRS", "[1]"]
+    cmd += ["TEST.ENABLE", "False", "TRAIN.BATCH_SIZE", "4", "LOG_MODEL_INFO", "False"]
+    cmd += ["DATA_LOADER.NUM_WORKERS", "0", "SOLVER.WARMUP_EPOCHS", "0.0"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = (out / "stdout.log").read_text()
+    assert "took over the lock" in log and "has ended" in log
+    assert f"removed {temp}, left by an interrupted write" in log
+    assert not temp.exists() and not (out / LOCK_NAME).exists()
+
+
+Cfg = collections.namedtuple("Cfg", "cfg layout")
+
+
+def _setup(tmp_path, demo_data, *opts, procs=1):
+    opts = ["NUM_GPUS", "0", "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics"),
+            "OUTPUT_DIR", str(tmp_path / "out"), *opts]  # fmt: skip
+    layout = Layout("plain", 1, procs, 0, "tcp://localhost:1")
+    return Cfg(load_config([TINY], opts), layout)
+
+
+def test_preflight_names_each_problem_in_one_line(tmp_path, demo_data, monkeypatch):
+    run = _setup(tmp_path, demo_data)
+    pf.preflight(run.cfg, run.layout)  # all good
+
+    gpus = _setup(tmp_path, demo_data, "NUM_GPUS", "8")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(pf.PreflightError, match="set NUM_GPUS 0") as info:
+        pf.preflight(gpus.cfg, gpus.layout)
+    assert info.value.exit_status == 2
+
+    odd = _setup(tmp_path, demo_data, procs=3)
+    with pytest.raises(pf.PreflightError, match="not divisible by the 3 processes"):
+        pf.preflight(odd.cfg, odd.layout)
+
+    no_test = tmp_path / "no_test"
+    no_test.mkdir()
+    for split in ("train", "val"):
+        (no_test / f"{split}.csv").write_text("a.mp4 0\n")
+    missing = _setup(tmp_path, demo_data, "DATA.PATH_TO_DATA_DIR", str(no_test))
+    with pytest.raises(pf.PreflightError, match="test.csv not found") as info:
+        pf.preflight(missing.cfg, missing.layout)
+    assert info.value.exit_status == 1 and "TEST.ENABLE" in str(info.value)
+    train_only = _setup(
+        tmp_path,
+        demo_data,
+        "DATA.PATH_TO_DATA_DIR",
+        str(no_test),
+        "TEST.ENABLE",
+        "False",
+    )
+    pf.preflight(train_only.cfg, train_only.layout)  # no test split read
+
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    unwritable = _setup(tmp_path, demo_data, "OUTPUT_DIR", str(blocked / "sub"))
+    with pytest.raises(pf.PreflightError, match="cannot be written"):
+        pf.preflight(unwritable.cfg, unwritable.layout)
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(pf.shutil, "disk_usage", lambda path: usage(1, 1, 1000))
+    with pytest.raises(pf.PreflightError, match="MiB free on its disk"):
+        pf.preflight(run.cfg, run.layout)
+
+
+def test_a_published_gpu_config_on_a_cpu_machine_is_one_line(tmp_path):
+    cfg = os.path.join(REPO_ROOT, "configs", "Kinetics", "SLOWFAST_8x8_R50.yaml")
+    cmd = [sys.executable, RUN_NET, "--cfg", cfg, "OUTPUT_DIR", str(tmp_path / "o")]
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error: NUM_GPUS = 8 but this machine")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
