@@ -241,8 +241,8 @@ def test_missing_truncated_and_foreign_files_fail_clearly(tmp_path, cfg):
     torch.save(torch.zeros(2), tensor_file)
 
     cases = [
-        (truncated, "not a readable checkpoint"),
-        (str(text), "not a readable checkpoint"),
+        (truncated, "cannot be read: truncated or damaged, or not a torch.save file"),
+        (str(text), "cannot be read: truncated or damaged, or not a torch.save file"),
         (no_state, "no 'model_state'"),
         (tensor_file, "expected a dict, got Tensor"),
     ]

@@ -137,11 +137,14 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
         )
         return EXIT_FAILED
     except Exception as err:  # this process is the rank (torchrun, srun, 1 process)
-        if layout.spawns and layout.world_size == 1:
+        user_error = isinstance(err, cu.CheckpointError)
+        if layout.spawns and layout.world_size == 1 and not user_error:
             raise  # a single process: the traceback is the report
+        rank = layout.rank or 0
+        who = "" if layout.world_size == 1 else f"process rank {rank} failed: "
         print(
-            f"error: process rank {layout.rank} failed: {_one_line(err)}; "
-            f"traceback in {process_log_path(cfg.OUTPUT_DIR, layout.rank)}",
+            f"error: {who}{_one_line(err)}; traceback in "
+            f"{process_log_path(cfg.OUTPUT_DIR, rank)}",
             file=sys.stderr,
         )
         return EXIT_FAILED

@@ -1,6 +1,7 @@
 """Where a run starts: the newest checkpoint of OUTPUT_DIR or the initial weights."""
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -11,6 +12,7 @@ from torch import nn
 from slowfast.engine import runtime
 from slowfast.utils import checkpoint as cu
 from slowfast.utils import distributed as du
+from slowfast.utils import fingerprint as fp
 from slowfast.utils.logging import log_json_stats
 
 logger = logging.getLogger(__name__)
@@ -31,6 +33,56 @@ class ResumePoint:
     epoch: int = 0
     iteration: int = 0
     hook_states: dict = field(default_factory=dict)
+
+
+def find_resume_checkpoint(cfg: CfgNode) -> Optional[str]:
+    """The checkpoint of OUTPUT_DIR a run resumes from, checked; None: none yet.
+
+    From the newest: a checkpoint that cannot be read, fails its checksum or
+    holds another epoch than its name says is skipped with a warning naming
+    it and why. The first good one must belong to this run: its stored
+    config must define the same run as ``cfg`` (``utils/fingerprint.py``).
+
+    Raises:
+        cu.CheckpointError: one line: the checkpoint is another run's (naming
+            the keys that differ), or checkpoints exist and none is usable.
+    """
+    paths = cu.list_checkpoints(cfg.OUTPUT_DIR)
+    skipped = []
+    for path in reversed(paths):
+        try:
+            checkpoint = cu.read_checkpoint(path)
+            problem = cu.checkpoint_problem(path, checkpoint)
+        except cu.CheckpointError as err:
+            problem = str(err).split(": cannot be read: ", 1)[-1]
+        if problem:
+            logger.warning("skipping checkpoint %s: %s", path, problem)
+            skipped.append(f"{os.path.basename(path)}: {problem}")
+            continue
+        if "fingerprint" not in checkpoint:
+            logger.warning(
+                "%s has no run fingerprint (an older version wrote it); resuming "
+                "without checking that it belongs to this run",
+                path,
+            )
+            return path
+        diffs = fp.differences(cfg, fp.cfg_from_dump(checkpoint.get("cfg", "")))
+        if diffs or checkpoint["fingerprint"] != fp.fingerprint(cfg):
+            raise cu.CheckpointError(
+                f"{path} belongs to another run (fingerprint "
+                f"{checkpoint['fingerprint']}, this run's {fp.fingerprint(cfg)}: "
+                f"{fp.describe_differences(diffs) or 'its config differs'}); "
+                "choose another OUTPUT_DIR, or set TRAIN.CHECKPOINT_FILE_PATH "
+                "to start from its weights in a new OUTPUT_DIR"
+            )
+        return path
+    if skipped:
+        raise cu.CheckpointError(
+            f"{cfg.OUTPUT_DIR}/checkpoints holds {len(paths)} checkpoint(s) and "
+            f"none is usable ({'; '.join(skipped[:2])}); move them away to start "
+            "over, or set TRAIN.AUTO_RESUME False to start over and overwrite them"
+        )
+    return None
 
 
 def resume_or_init(
@@ -58,7 +110,7 @@ def resume_or_init(
     Returns:
         ResumePoint: the first epoch (and iteration inside it) to train.
     """
-    path = cu.get_last_checkpoint(cfg.OUTPUT_DIR) if cfg.TRAIN.AUTO_RESUME else None
+    path = find_resume_checkpoint(cfg) if cfg.TRAIN.AUTO_RESUME else None
     if path is not None:
         info = cu.load_checkpoint(
             path,

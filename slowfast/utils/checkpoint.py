@@ -20,17 +20,31 @@ Files are read with ``torch.load(weights_only=True)``: extras must be made of
 tensors, numbers, strings, and lists, tuples or dicts of those.
 """
 
+import errno
 import logging
 import os
-import re
+import shutil
 import uuid
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+import zipfile
+from typing import Any, Dict, Iterable, Mapping, Optional
 
 import torch
 from fvcore.common.config import CfgNode
 from iopath.common.file_io import g_pathmgr
 from torch import nn
 
+from slowfast.utils.checkpoint_files import (  # noqa: F401 (re-exported)
+    CHECKPOINT_SUBDIR,
+    checkpoint_position,
+    get_checkpoint_dir,
+    get_path_to_checkpoint,
+    get_path_to_mid_epoch_checkpoint,
+    has_checkpoint,
+    is_mid_epoch_checkpoint,
+    list_checkpoints,
+    prune_mid_epoch_checkpoints,
+)
+from slowfast.utils.fingerprint import fingerprint, state_checksum
 from slowfast.utils.inflate import (
     MAX_LISTED,
     describe_mismatch,
@@ -40,127 +54,14 @@ from slowfast.utils.inflate import (
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_SUBDIR = "checkpoints"
-_NAME_FORMAT = "checkpoint_epoch_{:05d}.pyth"
-_MID_EPOCH_FORMAT = "checkpoint_epoch_{:05d}_iter_{:06d}.pyth"
-_NAME_RE = re.compile(r"^checkpoint_epoch_(\d+)(?:_iter_(\d+))?\.pyth$")
 # Entries of the checkpoint dict that hold states (not returned by load).
 _STATE_KEYS = ("model_state", "optimizer_state", "scaler_state")
-_RESERVED_KEYS = ("epoch", "cfg", "iteration_in_epoch") + _STATE_KEYS
+_RESERVED_KEYS = ("epoch", "cfg", "iteration_in_epoch", "fingerprint", "checksum")
+_RESERVED_KEYS += _STATE_KEYS
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, unreadable or does not fit; the message is one line."""
-
-
-def get_checkpoint_dir(output_dir: str) -> str:
-    """Returns the folder holding a run's checkpoints.
-
-    Args:
-        output_dir: the run's OUTPUT_DIR.
-
-    Returns:
-        str: ``output_dir/checkpoints``.
-    """
-    return os.path.join(output_dir, CHECKPOINT_SUBDIR)
-
-
-def get_path_to_checkpoint(output_dir: str, epoch: int) -> str:
-    """Returns the path of the checkpoint with 1-based number ``epoch``.
-
-    Args:
-        output_dir: the run's OUTPUT_DIR.
-        epoch: 1-based epoch number in the file name (finished epochs).
-
-    Returns:
-        str: ``output_dir/checkpoints/checkpoint_epoch_{epoch:05d}.pyth``.
-    """
-    return os.path.join(get_checkpoint_dir(output_dir), _NAME_FORMAT.format(epoch))
-
-
-def get_path_to_mid_epoch_checkpoint(output_dir: str, epoch: int, it: int) -> str:
-    """Returns the path of a checkpoint taken inside an epoch.
-
-    Args:
-        output_dir: the run's OUTPUT_DIR.
-        epoch: 1-based number of the epoch in progress.
-        it: iterations of that epoch done.
-
-    Returns:
-        str: ``output_dir/checkpoints/checkpoint_epoch_{epoch:05d}_iter_{it:06d}.pyth``.
-    """
-    name = _MID_EPOCH_FORMAT.format(epoch, it)
-    return os.path.join(get_checkpoint_dir(output_dir), name)
-
-
-def checkpoint_position(path: str) -> Optional[tuple]:
-    """Where a checkpoint file's name puts it: ``(epoch, iteration)``.
-
-    An epoch checkpoint ``checkpoint_epoch_00003.pyth`` is ``(3, inf)`` (epoch
-    3 finished); a mid-epoch one ``..._00004_iter_000120.pyth`` is
-    ``(4, 120)``. Other names give None.
-    """
-    match = _NAME_RE.match(os.path.basename(path))
-    if not match:
-        return None
-    it = match.group(2)
-    return int(match.group(1)), float("inf") if it is None else int(it)
-
-
-def is_mid_epoch_checkpoint(path: str) -> bool:
-    """Whether ``path`` is named as a checkpoint taken inside an epoch."""
-    position = checkpoint_position(path)
-    return position is not None and position[1] != float("inf")
-
-
-def list_checkpoints(output_dir: str) -> List[str]:
-    """Lists a run's checkpoint files, oldest first (temporary files excluded).
-
-    Mid-epoch checkpoints sort inside their epoch: ``..._00004_iter_000120``
-    comes after ``checkpoint_epoch_00003`` and before ``checkpoint_epoch_00004``.
-
-    Args:
-        output_dir: the run's OUTPUT_DIR.
-
-    Returns:
-        list[str]: paths sorted by position; empty when there are none.
-    """
-    folder = get_checkpoint_dir(output_dir)
-    if not g_pathmgr.isdir(folder):
-        return []
-    numbered = []
-    for name in g_pathmgr.ls(folder):
-        position = checkpoint_position(name)
-        if position is not None:
-            numbered.append((position, name))
-    return [os.path.join(folder, name) for _, name in sorted(numbered)]
-
-
-def prune_mid_epoch_checkpoints(output_dir: str) -> List[str]:
-    """Removes every mid-epoch checkpoint but the newest checkpoint of the run.
-
-    Epoch checkpoints are never removed. Call it after a save (rank 0).
-
-    Returns:
-        list[str]: the removed paths.
-    """
-    paths = list_checkpoints(output_dir)
-    removed = [p for p in paths[:-1] if is_mid_epoch_checkpoint(p)]
-    for path in removed:
-        g_pathmgr.rm(path)
-    return removed
-
-
-def has_checkpoint(output_dir: str) -> bool:
-    """Returns True when the run's checkpoint folder holds a checkpoint file.
-
-    Only file names are checked; ``get_last_checkpoint`` may still find none
-    valid.
-
-    Args:
-        output_dir: the run's OUTPUT_DIR.
-    """
-    return len(list_checkpoints(output_dir)) > 0
 
 
 def get_last_checkpoint(output_dir: str) -> Optional[str]:
@@ -177,9 +78,11 @@ def get_last_checkpoint(output_dir: str) -> Optional[str]:
     """
     for path in reversed(list_checkpoints(output_dir)):
         try:
-            read_checkpoint(path)
+            problem = checkpoint_problem(path, read_checkpoint(path))
         except CheckpointError as err:
-            logger.warning("Skipping unusable checkpoint: %s", err)
+            problem = str(err).split(": ", 1)[-1]
+        if problem:
+            logger.warning("Skipping unusable checkpoint %s: %s", path, problem)
             continue
         return path
     return None
@@ -208,9 +111,18 @@ def _atomic_save(obj: Any, path: str) -> None:
             _fsync_dir(folder)
         else:
             g_pathmgr.mv(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if g_pathmgr.exists(tmp):
             g_pathmgr.rm(tmp)
+        if local and isinstance(err, (OSError, RuntimeError)):
+            free = shutil.disk_usage(folder).free
+            if free < 64 * 2**20 or getattr(err, "errno", None) == errno.ENOSPC:
+                mib = free / 2**20
+                raise CheckpointError(
+                    f"{path}: could not be written, the disk is full ({mib:.0f} MiB "
+                    "free); free some space and run the same command to resume "
+                    "from the previous checkpoint"
+                ) from err
         raise
 
 
@@ -295,6 +207,10 @@ def save_checkpoint(
     if scaler is not None:
         checkpoint["scaler_state"] = scaler.state_dict()
     checkpoint.update(extra)
+    checkpoint["fingerprint"] = fingerprint(cfg)
+    checkpoint["checksum"] = state_checksum(
+        *(checkpoint.get(key) for key in _STATE_KEYS)
+    )
     if iteration is None:
         path = get_path_to_checkpoint(output_dir, epoch + 1)
     else:
@@ -308,6 +224,20 @@ def save_checkpoint(
 def _first_line(err: BaseException) -> str:
     lines = str(err).strip().splitlines()
     return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+def _why_unreadable(path: str, err: Exception) -> str:
+    """What a ``torch.load`` failure means, in plain words."""
+    try:
+        with g_pathmgr.open(path, "rb") as f:
+            whole = zipfile.is_zipfile(f)
+    except OSError as read_err:
+        return f"a read error ({read_err.strerror or read_err})"
+    if not whole:
+        return "truncated or damaged, or not a torch.save file"
+    if "Weights only load failed" in str(err):
+        return "it holds objects other than tensors and plain values"
+    return f"damaged ({type(err).__name__})"
 
 
 def read_checkpoint(path: str) -> Dict[str, Any]:
@@ -330,8 +260,7 @@ def read_checkpoint(path: str) -> Dict[str, Any]:
             checkpoint = torch.load(f, map_location="cpu", weights_only=True)
     except Exception as err:
         raise CheckpointError(
-            f"{path}: not a readable checkpoint (truncated or not a torch.save "
-            f"file?): {_first_line(err)}"
+            f"{path}: cannot be read: {_why_unreadable(path, err)}"
         ) from err
     if not isinstance(checkpoint, dict):
         raise CheckpointError(
@@ -344,6 +273,40 @@ def read_checkpoint(path: str) -> Dict[str, Any]:
             f"{sorted(map(str, checkpoint))[:MAX_LISTED]})"
         )
     return checkpoint
+
+
+def checkpoint_problem(path: str, checkpoint: Mapping[str, Any]) -> Optional[str]:
+    """Why a read checkpoint cannot be trusted, in plain words, or None.
+
+    Checks its states against its checksum (when it has one) and the epoch
+    (and iteration) in its file name against those inside.
+    """
+    stored = checkpoint.get("checksum")
+    if stored is not None:
+        actual = state_checksum(*(checkpoint.get(key) for key in _STATE_KEYS))
+        if actual != stored:
+            return (
+                "its content does not match its checksum (damaged on disk or in a copy)"
+            )
+    position = checkpoint_position(path)
+    if position is not None:
+        epoch, it = position
+        if it == float("inf"):
+            inside = (int(checkpoint.get("epoch", -2)) + 1, float("inf"))
+        else:
+            inside = (
+                int(checkpoint.get("epoch", -2)) + 2,
+                int(checkpoint.get("iteration_in_epoch", -1)),
+            )
+        if inside != (epoch, it):
+            return (
+                f"its name says epoch {epoch}"
+                + ("" if it == float("inf") else f" iteration {it}")
+                + f" but it holds epoch {inside[0]}"
+                + ("" if inside[1] == float("inf") else f" iteration {inside[1]}")
+                + " (renamed or copied from elsewhere?)"
+            )
+    return None
 
 
 def _target_module(model: nn.Module, data_parallel: bool) -> nn.Module:

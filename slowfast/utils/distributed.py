@@ -352,8 +352,7 @@ def launch_job(
     shard_id = cfg.SHARD_ID if shard_id is None else shard_id
     num_shards = cfg.NUM_SHARDS if num_shards is None else num_shards
     if num_procs * num_shards == 1:
-        for stage in funcs:
-            stage(cfg, 0, 1)
+        run_in_group(funcs, cfg, init_method, 0, 1, 0)
         return
     use_cuda = cfg.NUM_GPUS > 0
     logger.info(

@@ -147,3 +147,17 @@ def preflight(cfg: CfgNode, layout: Layout) -> None:
     check_data(cfg)
     if layout.spawns and layout.node_rank == 0 or layout.rank == 0:
         check_output_dir(cfg)
+        check_resume(cfg)
+
+
+def check_resume(cfg: CfgNode) -> None:
+    """The checkpoint a training run resumes from belongs to it and is whole."""
+    if not (cfg.TRAIN.ENABLE and cfg.TRAIN.AUTO_RESUME):
+        return
+    from slowfast.engine.resume import find_resume_checkpoint
+    from slowfast.utils.checkpoint import CheckpointError
+
+    try:
+        find_resume_checkpoint(cfg)
+    except CheckpointError as err:
+        raise PreflightError(str(err), EXIT_DATA) from err
