@@ -191,3 +191,35 @@ def test_a_published_gpu_config_on_a_cpu_machine_is_one_line(tmp_path):
     assert result.stderr.strip().startswith("error: NUM_GPUS = 8 but this machine")
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_a_finished_run_rerun_prints_its_results_and_tests_again_only_if_asked(
+    demo_data, tmp_path, caplog
+):
+    from slowfast.engine.tester import test as run_test
+    from slowfast.engine.trainer import train
+
+    opts = ["NUM_GPUS", "0", "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics"),
+            "OUTPUT_DIR", str(tmp_path), "SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS",
+            "[0]", "SOLVER.LRS", "[1]", "TRAIN.BATCH_SIZE", "4", "TEST.BATCH_SIZE",
+            "4", "TEST.NUM_ENSEMBLE_VIEWS", "1", "TEST.NUM_SPATIAL_CROPS", "1",
+            "LOG_MODEL_INFO", "False", "DATA_LOADER.NUM_WORKERS", "0"]  # fmt: skip
+    cfg = load_config([TINY], opts)
+    train(cfg)
+    first = run_test(cfg)
+
+    def tests_logged():
+        lines = (tmp_path / "json_stats.log").read_text().splitlines()
+        return [json.loads(line) for line in lines if '"test_final"' in line]
+
+    with caplog.at_level("INFO"):
+        train(cfg)  # the rerun of the finished command
+        again = run_test(cfg)
+    assert "all 1 epochs are trained and validated" in caplog.text
+    assert "is already tested with these settings" in caplog.text
+    assert "TEST.RERUN True" in caplog.text
+    assert again["top1_err"] == first["top1_err"] and len(tests_logged()) == 1
+    more_views = load_config([TINY], opts + ["TEST.NUM_ENSEMBLE_VIEWS", "2"])
+    run_test(more_views)  # other settings: a new test
+    run_test(load_config([TINY], opts + ["TEST.RERUN", "True"]))
+    assert len(tests_logged()) == 3

@@ -83,6 +83,9 @@ _C.TEST.NUM_SPATIAL_CROPS = 3
 _C.TEST.CHECKPOINT_TYPE = "pytorch"
 # File name (in OUTPUT_DIR) for per-video scores and labels; empty disables.
 _C.TEST.SAVE_RESULTS_PATH = "test_results.pyth"
+# Test again a checkpoint of this run already tested with the same settings
+# (by default a rerun of a finished command prints the logged results).
+_C.TEST.RERUN = False
 
 # ---------------------------------------------------------------------------- #
 # ResNet options

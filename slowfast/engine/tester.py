@@ -3,7 +3,9 @@
 import logging
 import os
 import re
+from typing import Optional
 
+import simplejson
 import torch
 from fvcore.common.config import CfgNode
 
@@ -13,8 +15,9 @@ from slowfast.engine.evaluator import evaluate
 from slowfast.engine.metrics import chance_map
 from slowfast.models import build_model
 from slowfast.utils import checkpoint as cu
-from slowfast.utils.distributed import RunContext
-from slowfast.utils.logging import log_json_stats, setup_logging
+from slowfast.utils.distributed import RunContext, all_gather_objects
+from slowfast.utils.fingerprint import test_settings
+from slowfast.utils.logging import JSON_STATS_LOG, log_json_stats, setup_logging
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +53,17 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     runtime.seed_everything(cfg.RNG_SEED)
     ctx = RunContext.create(cfg, rank, world_size)
     device = ctx.device
-    model = build_model(cfg).to(device)
     path = _checkpoint_to_test(cfg)
+    done = all_gather_objects(_logged_result(cfg, path) if ctx.is_master else None)[0]
+    if done is not None:
+        logger.info(
+            "%s is already tested with these settings (json_stats.log): %s; set "
+            "TEST.RERUN True to test it again",
+            path,
+            ", ".join(f"{k} {v}" for k, v in sorted(done.items()) if k[0] != "_"),
+        )
+        return done
+    model = build_model(cfg).to(device)
     cu.load_checkpoint(
         path, model, convert_from_caffe2=cfg.TEST.CHECKPOINT_TYPE == "caffe2"
     )
@@ -66,6 +78,7 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     metrics, scores, labels = evaluate(model, loader, cfg, device, autocast)
     shutdown_workers(loader)
     stats = {"_type": "test_final", "checkpoint": path}
+    stats["test_settings"] = test_settings(cfg)
     stats.update(metrics)
     log_json_stats(stats, cfg.OUTPUT_DIR, ctx.rank)
     views = metrics["views_per_video"]
@@ -102,6 +115,26 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     if ctx.is_master and cfg.TENSORBOARD.ENABLE:
         _write_test_scalars(cfg, metrics, path)
     return metrics
+
+
+def _logged_result(cfg: CfgNode, path: str) -> Optional[dict]:
+    """The ``test_final`` line of ``path`` tested with this config's settings,
+    when it is in json_stats.log and TEST.RERUN is off; else None."""
+    log = os.path.join(cfg.OUTPUT_DIR, JSON_STATS_LOG)
+    if cfg.TEST.RERUN or not os.path.exists(log):
+        return None
+    settings = test_settings(cfg)
+    found = None
+    with open(log) as f:
+        for line in f:
+            stats = simplejson.loads(line) if line.strip() else {}
+            if (
+                stats.get("_type") == "test_final"
+                and stats.get("checkpoint") == path
+                and stats.get("test_settings") == settings
+            ):
+                found = stats
+    return found
 
 
 def _results_path(cfg: CfgNode, checkpoint: str) -> str:

@@ -29,7 +29,7 @@ NOT_THE_RUN = (
     "DATA.PATH_PREFIX",
     "DATA_LOADER.",
     "TENSORBOARD.",
-    "TEST.",
+    "TEST.",  # the test settings have their own fingerprint (test_settings)
     "MODEL.CHANNELS_LAST_3D",
     "TRAIN.ENABLE",
     "TRAIN.AUTO_RESUME",
@@ -124,3 +124,16 @@ def describe_differences(diffs: List[Tuple[str, Any, Any]], limit: int = 4) -> s
     ]
     more = f" and {len(diffs) - limit} more" if len(diffs) > limit else ""
     return "; ".join(shown) + more
+
+
+def test_settings(cfg: Any) -> str:
+    """A short hash of what decides a test's result besides the checkpoint."""
+    keys = {
+        key: value
+        for key, value in _flatten(cfg).items()
+        if key.startswith(("TEST.", "DATA."))
+        and key not in ("TEST.RERUN", "TEST.ENABLE", "TEST.SAVE_RESULTS_PATH")
+        and not key.startswith("TEST.BATCH")
+    }
+    text = json.dumps(keys, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
