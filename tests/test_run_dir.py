@@ -223,3 +223,23 @@ def test_a_finished_run_rerun_prints_its_results_and_tests_again_only_if_asked(
     run_test(more_views)  # other settings: a new test
     run_test(load_config([TINY], opts + ["TEST.RERUN", "True"]))
     assert len(tests_logged()) == 3
+
+
+def test_a_bad_list_line_is_one_line_without_a_traceback(demo_data, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "val", "test"):
+        lines = (demo_data / "kinetics" / f"{split}.csv").read_text().splitlines()
+        if split == "train":
+            lines[1] = lines[1].rsplit(" ", 1)[0] + " cat"  # not a class id
+        (data / f"{split}.csv").write_text("\n".join(lines) + "\n")
+    cmd = [sys.executable, RUN_NET, "--cfg", TINY, "DATA.PATH_TO_DATA_DIR", str(data)]
+    cmd += ["DATA.PATH_PREFIX", str(demo_data / "kinetics"), "OUTPUT_DIR"]
+    cmd += [str(tmp_path / "out"), "LOG_MODEL_INFO", "False"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith(f"error: {data / 'train.csv'}:2: label")
+    assert "traceback in" in lines[0]
+    assert "Traceback" in (tmp_path / "out" / "stdout.log").read_text()

@@ -77,6 +77,7 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
     """Runs the enabled stages on this layout; returns the exit status."""
     import torch.multiprocessing as mp
 
+    from slowfast.datasets.lists import DataError
     from slowfast.engine.preemption import (
         EXIT_PREEMPTED,
         Preempted,
@@ -88,6 +89,8 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
     from slowfast.utils import checkpoint as cu
     from slowfast.utils.distributed import launch_job, run_in_group
 
+    # Errors in the data or checkpoints: one line, the traceback in the log.
+    USER_ERRORS = (cu.CheckpointError, DataError)
     stages = [f for f, on in ((train, cfg.TRAIN.ENABLE), (test, cfg.TEST.ENABLE)) if on]
     first_rank = layout.node_rank * layout.procs_per_node
     try:
@@ -129,15 +132,17 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
         return EXIT_FAILED
     except mp.ProcessRaisedException as err:
         rank = first_rank + err.error_index
+        last = _last_error_line(str(err))
+        for name in USER_ERRORS:  # the message alone, not the class path
+            last = last.split(f".{name.__name__}: ", 1)[-1]
         print(
-            f"error: process rank {rank} failed: {_last_error_line(str(err))}; the "
-            f"others were stopped; traceback in "
-            f"{process_log_path(cfg.OUTPUT_DIR, rank)}",
+            f"error: process rank {rank} failed: {last}; the others were "
+            f"stopped; traceback in {process_log_path(cfg.OUTPUT_DIR, rank)}",
             file=sys.stderr,
         )
         return EXIT_FAILED
     except Exception as err:  # this process is the rank (torchrun, srun, 1 process)
-        user_error = isinstance(err, cu.CheckpointError)
+        user_error = isinstance(err, USER_ERRORS)
         if layout.spawns and layout.world_size == 1 and not user_error:
             raise  # a single process: the traceback is the report
         rank = layout.rank or 0

@@ -37,7 +37,7 @@ from torch.utils.data import Dataset
 from slowfast.datasets.decoder import DecodeError
 from slowfast.datasets.frame_cache import FrameCache
 from slowfast.datasets.grid import SamplingGrid
-from slowfast.datasets.lists import label_problem
+from slowfast.datasets.lists import DataError, label_problem
 from slowfast.datasets.transforms import (
     jitter_size,
     normalize,
@@ -135,7 +135,7 @@ class VideoDataset(Dataset):
         self._reported: set = set()
         self.num_videos = self._load_annotations()
         if self.num_videos == 0:
-            raise ValueError(
+            raise DataError(
                 f"{self.display_name} {split}: no videos found ({self.source})"
             )
         logger.info(
@@ -259,7 +259,7 @@ class VideoDataset(Dataset):
         """Raises one line naming ``where`` when a class id is out of range."""
         problem = label_problem(label, self.cfg.MODEL.NUM_CLASSES)
         if problem:
-            raise ValueError(f"{where}: {problem}")
+            raise DataError(f"{where}: {problem}")
 
     def _label(self, classes) -> Any:
         """An int label, or a multi-hot float tensor for multi-label data."""

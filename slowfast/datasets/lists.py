@@ -46,9 +46,14 @@ class FrameVideo:
     line: int = 0
 
 
+class DataError(ValueError):
+    """A problem in the user's data or list files (one line naming the file,
+    and the line or entry); launchers report it without a traceback."""
+
+
 def _fail(problem: ListProblem, strict: bool, problems: List[ListProblem]) -> None:
     if strict:
-        raise ValueError(str(problem))
+        raise DataError(str(problem))
     problems.append(problem)
 
 
@@ -183,7 +188,7 @@ def _load_json(path: str):
         try:
             return json.load(f)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: not valid JSON ({err})") from err
+            raise DataError(f"{path}: not valid JSON ({err})") from err
 
 
 def read_ssv2_labels(
@@ -214,7 +219,7 @@ def read_ssv2_labels(
     label_dict: Dict[str, str] = _load_json(labels_path)
     videos = _load_json(videos_path)
     if not isinstance(label_dict, dict) or not isinstance(videos, list):
-        raise ValueError(
+        raise DataError(
             f"{labels_path} must hold a template->id mapping and {videos_path} a list"
         )
     entries, problems = [], []

@@ -29,6 +29,7 @@ from slowfast.config.derived import global_batch_size
 from slowfast.datasets.base import mix_seed
 from slowfast.datasets.build import build_dataset, dataset_name
 from slowfast.datasets.grid import SamplingGrid
+from slowfast.datasets.lists import DataError
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +176,7 @@ def construct_loader(
         )
         batch_sampler = GridBatchSampler(sampler, plan_fn, cfg.RNG_SEED)
         if len(batch_sampler) == 0:
-            raise ValueError(
+            raise DataError(
                 f"train split of {dataset_name(cfg, split)} has {len(sampler)} "
                 f"entries per process, fewer than one batch"
                 + (f" ({batch})" if fixed else "")
