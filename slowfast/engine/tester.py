@@ -21,6 +21,9 @@ from slowfast.utils.logging import JSON_STATS_LOG, log_json_stats, setup_logging
 
 logger = logging.getLogger(__name__)
 
+# The results a rerun prints from json_stats.log.
+SHOWN = ("map", "num_videos", "top1_err", "top5_err", "views_per_video")
+
 
 def _checkpoint_to_test(cfg: CfgNode) -> str:
     """TEST.CHECKPOINT_FILE_PATH, else the last checkpoint of OUTPUT_DIR."""
@@ -60,7 +63,7 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
             "%s is already tested with these settings (json_stats.log): %s; set "
             "TEST.RERUN True to test it again",
             path,
-            ", ".join(f"{k} {v}" for k, v in sorted(done.items()) if k[0] != "_"),
+            ", ".join(f"{k} {v}" for k, v in sorted(done.items()) if k in SHOWN),
         )
         return done
     model = build_model(cfg).to(device)
