@@ -114,6 +114,8 @@ def test_a_rerun_takes_over_a_stale_lock_and_removes_temp_files(demo_data, tmp_p
     cmd += [
         "DATA.PATH_TO_DATA_DIR",
         str(demo_data / "kinetics"),
+        "DATA.PATH_PREFIX",
+        str(demo_data / "kinetics"),
         "OUTPUT_DIR",
         str(out),
     ]
@@ -200,6 +202,7 @@ def test_a_finished_run_rerun_prints_its_results_and_tests_again_only_if_asked(
     from slowfast.engine.trainer import train
 
     opts = ["NUM_GPUS", "0", "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics"),
+            "DATA.PATH_PREFIX", str(demo_data / "kinetics"),
             "OUTPUT_DIR", str(tmp_path), "SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS",
             "[0]", "SOLVER.LRS", "[1]", "TRAIN.BATCH_SIZE", "4", "TEST.BATCH_SIZE",
             "4", "TEST.NUM_ENSEMBLE_VIEWS", "1", "TEST.NUM_SPATIAL_CROPS", "1",
