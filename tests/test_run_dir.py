@@ -172,6 +172,11 @@ def test_preflight_names_each_problem_in_one_line(tmp_path, demo_data, monkeypat
     )
     pf.preflight(train_only.cfg, train_only.layout)  # no test split read
 
+    nowhere = _setup(tmp_path, demo_data, "DATA.PATH_TO_DATA_DIR", str(tmp_path / "x"))
+    with pytest.raises(pf.PreflightError, match="folder not found") as info:
+        pf.preflight(nowhere.cfg, nowhere.layout)
+    assert info.value.exit_status == 1
+
     blocked = tmp_path / "file"
     blocked.write_text("")
     unwritable = _setup(tmp_path, demo_data, "OUTPUT_DIR", str(blocked / "sub"))
