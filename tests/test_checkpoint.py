@@ -289,10 +289,16 @@ def test_optimizer_mismatch_fails_clearly(tmp_path, cfg):
         cu.load_checkpoint(path, fresh, optimizer=torch.optim.SGD(groups, lr=0.1))
 
 
-def test_caffe2_is_refused(tmp_path):
-    path = str(tmp_path / "model.pkl")
-    with pytest.raises(NotImplementedError, match="model.pkl: caffe2"):
-        cu.load_checkpoint(path, TinyNet(), convert_from_caffe2=True)
+def test_a_caffe2_path_that_is_not_one_is_one_line(tmp_path):
+    missing = str(tmp_path / "model.pkl")
+    with pytest.raises(
+        cu.CheckpointError, match="model.pkl: checkpoint file not found"
+    ):
+        cu.load_checkpoint(missing, TinyNet(), convert_from_caffe2=True)
+    other = tmp_path / "other.pkl"
+    other.write_bytes(b"not a pickle")
+    with pytest.raises(cu.CheckpointError, match="other.pkl: not a Caffe2 checkpoint"):
+        cu.load_checkpoint(str(other), TinyNet(), convert_from_caffe2=True)
 
 
 def test_module_prefix_and_clear_name_pattern(tmp_path):

@@ -23,6 +23,7 @@ tensors, numbers, strings, and lists, tuples or dicts of those.
 import errno
 import logging
 import os
+import pickle
 import shutil
 import uuid
 import zipfile
@@ -33,6 +34,7 @@ from fvcore.common.config import CfgNode
 from iopath.common.file_io import g_pathmgr
 from torch import nn
 
+from slowfast.utils.caffe2 import load_caffe2_checkpoint
 from slowfast.utils.checkpoint_files import (  # noqa: F401 (re-exported)
     CHECKPOINT_SUBDIR,
     checkpoint_position,
@@ -221,6 +223,29 @@ def save_checkpoint(
     return path
 
 
+def save_weights(path: str, model: nn.Module, cfg: CfgNode) -> str:
+    """Atomically saves a model's weights as a checkpoint to initialise from.
+
+    The file is a checkpoint of epoch -1 (a run initialised from it starts at
+    epoch 0) with the config, run fingerprint and checksum; no optimizer.
+
+    Returns:
+        str: ``path``.
+    """
+    state = unwrap_model(model).state_dict()
+    _atomic_save(
+        {
+            "epoch": -1,
+            "model_state": state,
+            "cfg": cfg.dump(),
+            "fingerprint": fingerprint(cfg),
+            "checksum": state_checksum(state, None, None),
+        },
+        path,
+    )
+    return path
+
+
 def _first_line(err: BaseException) -> str:
     lines = str(err).strip().splitlines()
     return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
@@ -371,7 +396,10 @@ def load_checkpoint(
             unless ``epoch_reset``.
         inflation: inflate 2D kernels of the checkpoint into the model's 3D
             kernels (TRAIN.CHECKPOINT_INFLATE).
-        convert_from_caffe2: caffe2 checkpoints are not supported (raises).
+        convert_from_caffe2: ``path`` is a Caffe2 ``.pkl`` of the reference's
+            model zoo (``utils/caffe2.py``): its weights are loaded (blobs that
+            do not fit, such as another dataset's classifier, are skipped with
+            a warning) and training starts at epoch 0.
         epoch_reset: load the weights only and report epoch -1, so training
             starts at epoch 0 (TRAIN.CHECKPOINT_EPOCH_RESET).
         clear_name_pattern: substrings removed from checkpoint keys
@@ -386,14 +414,18 @@ def load_checkpoint(
     Raises:
         CheckpointError: missing, unreadable or non-checkpoint file, or a
             checkpoint that does not match the model or optimizer.
-        NotImplementedError: ``convert_from_caffe2`` is set.
     """
-    if convert_from_caffe2:
-        raise NotImplementedError(
-            f"{path}: caffe2 checkpoints (.pkl) are not supported; convert it to a "
-            "PyTorch .pyth checkpoint (CHECKPOINT_TYPE pytorch)"
-        )
     target = _target_module(model, data_parallel)
+    if convert_from_caffe2:
+        if not g_pathmgr.isfile(path):
+            raise CheckpointError(f"{path}: checkpoint file not found")
+        try:
+            load_caffe2_checkpoint(path, target)
+        except (pickle.UnpicklingError, ValueError, EOFError) as err:
+            raise CheckpointError(
+                f"{path}: not a Caffe2 checkpoint: {_first_line(err)}"
+            ) from err
+        return {"epoch": -1, "cfg": None}  # weights only: training starts at 0
     checkpoint = read_checkpoint(path)
     try:
         state = normalize_keys(checkpoint["model_state"], clear_name_pattern)
