@@ -129,6 +129,12 @@ def test_layouts_from_the_environment():
     assert detect_launcher({k: v for k, v in srun.items() if k != "SLURM_STEP_ID"}) == (
         "plain"
     )
+    # One task per node with NUM_CPU_PROCS 4: that task spawns its processes.
+    interactive = dict(srun, SLURM_NTASKS="1", SLURM_TASKS_PER_NODE="1")
+    interactive.update(SLURM_JOB_NUM_NODES="1", SLURM_PROCID="0", SLURM_LOCALID="0")
+    four = load_config([CFG], ["NUM_GPUS", "0", "NUM_CPU_PROCS", "4"])
+    assert detect_layout(four, "tcp://h:1", interactive).launcher == "plain"
+    assert detect_layout(cfg, "tcp://h:1", interactive).launcher == "srun"
     with pytest.raises(LaunchError, match="tasks per node"):
         detect_layout(cfg, "", dict(srun, SLURM_TASKS_PER_NODE="9,7"))
     with pytest.raises(LaunchError, match="distribution=block"):
@@ -217,7 +223,7 @@ def test_submit_dry_run_prints_the_sbatch_script(tmp_path):
     assert "global batch 32 (2 per task)" in text  # TRAIN.BATCH_SIZE 16 per node x 2
     for line in ("--nodes=2", "--ntasks-per-node=8", "--gpus-per-node=8"):
         assert f"#SBATCH {line}" in text
-    assert "#SBATCH --partition=p1" in text and "#SBATCH --signal=USR2@120" in text
+    assert "#SBATCH --partition=p1" in text and "#SBATCH --signal=USR2@300" in text
     assert str(tmp_path / "run" / "slurm") in text
     assert not (tmp_path / "run").exists()  # nothing submitted, nothing written
 

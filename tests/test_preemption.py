@@ -179,7 +179,14 @@ def test_checkpoint_names_sort_mid_epoch_checkpoints_inside_their_epoch(tmp_path
         "checkpoint_epoch_00004_iter_000120.pyth",
         "checkpoint_epoch_00004.pyth",
     ]
+    # A save at an earlier position (a resume from an older checkpoint) keeps
+    # itself and what lies after it; it removes only what lies before.
+    keep = str(folder / "checkpoint_epoch_00004_iter_000009.pyth")
+    removed = cu.prune_mid_epoch_checkpoints(str(tmp_path), keep=keep)
+    assert [os.path.basename(p) for p in removed] == [
+        "checkpoint_epoch_00003_iter_000007.pyth"
+    ]
     removed = cu.prune_mid_epoch_checkpoints(str(tmp_path))
-    assert len(removed) == 3
+    assert len(removed) == 2
     left = [os.path.basename(p) for p in cu.list_checkpoints(str(tmp_path))]
     assert left == ["checkpoint_epoch_00003.pyth", "checkpoint_epoch_00004.pyth"]

@@ -72,6 +72,7 @@ def test_a_dead_or_requeued_holder_is_taken_over(
     tmp_path, monkeypatch, holder, reason, caplog
 ):
     monkeypatch.setenv("SLURM_JOB_ID", "99")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # the job was requeued
     holder = dict(holder)
     holder.setdefault("pid", _dead_pid())
     _write_lock(tmp_path, **holder)

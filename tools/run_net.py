@@ -73,6 +73,14 @@ def _last_error_line(text: str) -> str:
     return lines[-1] if lines else "unknown error"
 
 
+def _newest_mid_epoch(output_dir: str) -> str:
+    """The mid-epoch checkpoint written last (what a stopped run saved)."""
+    from slowfast.utils import checkpoint as cu
+
+    mid = [p for p in cu.list_checkpoints(output_dir) if cu.is_mid_epoch_checkpoint(p)]
+    return max(mid, key=os.path.getmtime) if mid else "none found"
+
+
 def run_stages(cfg: CfgNode, layout: Layout) -> int:
     """Runs the enabled stages on this layout; returns the exit status."""
     import torch.multiprocessing as mp
@@ -111,12 +119,11 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
     except (Preempted, mp.ProcessExitedException) as err:
         status = getattr(err, "exit_code", None) or getattr(err, "exit_status", None)
         if status == EXIT_PREEMPTED:
-            saved = cu.list_checkpoints(cfg.OUTPUT_DIR)
+            saved = getattr(err, "path", None) or _newest_mid_epoch(cfg.OUTPUT_DIR)
             how = f" by {signal_name(err.signum)}" if hasattr(err, "signum") else ""
             print(
-                f"stopped{how} after a mid-epoch checkpoint "
-                f"({saved[-1] if saved else 'none found'}); run the same command "
-                "to resume",
+                f"stopped{how} after a mid-epoch checkpoint ({saved}); run the same "
+                "command to resume",
                 file=sys.stderr,
             )
             return EXIT_PREEMPTED

@@ -6,6 +6,7 @@ Usage:
         --gpus-per-node G [--partition P] [--time MINUTES|HH:MM:SS] \
         [--account A] [--constraint C] [--mem M] [--cpus-per-task K] \
         [--job-dir DIR] [--name NAME] [--dry-run] [--executor slurm|local] \
+        [--signal-delay-s 300] [--max-requeues 100] \
         [KEY VALUE ...]
 
 The job runs ``tools/run_net.py``'s stages in every task (see
@@ -60,7 +61,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     add("--constraint", default=None)
     add("--mem", default=None, help="memory per node, e.g. 400G")
     add("--cpus-per-task", type=int, default=10)
-    add("--signal-delay-s", type=int, default=120, help="SIGUSR2 before the limit")
+    add("--signal-delay-s", type=int, default=300, help="SIGUSR2 before the limit")
+    add("--max-requeues", type=int, default=100, help="time-limit requeues at most")
     add("--job-dir", default=None, help="job logs (default OUTPUT_DIR/slurm)")
     add("--name", default=None, help="job name (default: the config's name)")
     add("--executor", choices=("slurm", "local"), default="slurm")
@@ -100,6 +102,7 @@ def executor_parameters(args: argparse.Namespace, cfg) -> dict:
     )
     if args.executor == "slurm":
         params["slurm_signal_delay_s"] = args.signal_delay_s
+        params["slurm_max_num_timeout"] = args.max_requeues
         for key in ("partition", "account", "constraint", "mem"):
             if getattr(args, key):
                 params[f"slurm_{key}"] = getattr(args, key)
@@ -130,6 +133,7 @@ def sbatch_preview(params: dict, job_dir: str) -> str:
     from submitit.slurm.slurm import _make_sbatch_string
 
     slurm = {k.removeprefix("slurm_"): v for k, v in params.items()}
+    slurm.pop("max_num_timeout", None)  # submitit's, not sbatch's
     return _make_sbatch_string(
         command=f"{sys.executable} -u -m submitit.core._submit {job_dir}",
         folder=job_dir,

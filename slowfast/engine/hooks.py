@@ -11,6 +11,8 @@ reads as the run's table of contents:
 5. ``PreciseBNHook``, ``BufferSyncHook``, ``CheckpointHook``, ``EvalHook``:
    the end of an epoch, when their periods say.
 6. ``TensorBoardWriter``: the same numbers for TensorBoard.
+7. ``PreemptionHook`` (``engine/preemption.py``), last: a mid-epoch checkpoint
+   on a stop signal (then the run stops) or every TRAIN.CHECKPOINT_MINUTES.
 
 A new hook (EMA, a profiler, ...) subclasses ``loop.HookBase`` and goes into
 that list; the loop does not change.
@@ -61,7 +63,7 @@ class ScheduleHook(HookBase):
         batch_sampler: the training loader's ``GridBatchSampler``.
         optimizer: whose LR is set.
         bn: the ``BNGrouping`` (None: plain BN).
-        base_batch: ``TRAIN.BATCH_SIZE`` (for the epoch's log line).
+        base_batch: the global batch at the base shape (for the epoch's log line).
     """
 
     def __init__(self, schedule, batch_sampler, optimizer, bn, base_batch: int):

@@ -77,9 +77,10 @@ class LoopState:
 class HookBase:
     """A hook: override the events it acts on. ``state`` is the loop's state.
 
-    A hook that carries state from one epoch to the next returns it from
-    ``state_dict`` (plain values); checkpoints store it under the hook's class
-    name and a resumed run hands it back to ``load_state_dict``.
+    A hook whose state a resumed run needs (across epochs, or inside the
+    epoch a mid-epoch checkpoint interrupts) returns it from ``state_dict``
+    (plain values); checkpoints store it under the hook's class name and a
+    resumed run hands it back to ``load_state_dict``.
     """
 
     def state_dict(self) -> dict:
@@ -118,7 +119,7 @@ class TrainLoop:
         step: ``step(batch) -> StepStats``: one forward, backward and update.
         loader: yields the batches of the epoch that the hooks selected.
         iters_in_epoch: ``epoch -> iterations``; the loader must give exactly
-            that many batches.
+            that many batches, less those a resumed epoch skips.
         hooks: in the order they act.
     """
 

@@ -7,12 +7,18 @@ learns whether any of them got one (one small all-reduce), so they all stop
 after the same iteration. Then a mid-epoch checkpoint is written (model,
 optimizer, scaler, every process's RNG states, the hooks' states and the
 position in the epoch; ``utils/checkpoint.py`` names it) and the run raises
-``Preempted``; the launcher exits with ``EXIT_PREEMPTED`` and the same command
-resumes after that iteration. TRAIN.CHECKPOINT_MINUTES > 0 also writes such a
-checkpoint every that many minutes, which bounds what a hard kill can lose.
+``Preempted``; its processes exit with ``EXIT_PREEMPTED`` (a launcher may
+report another status: torchrun 1, srun with --kill-on-bad-exit a signal) and
+the same command resumes after that iteration. TRAIN.CHECKPOINT_MINUTES > 0
+also writes such a checkpoint every that many minutes, which bounds what a
+hard kill can lose.
+With $SLOWFAST_REQUEUE_MARKER set (``tools/slurm/train.sbatch`` sets it), a
+preempted run also writes that file, so that a job script can requeue the job
+whatever exit status its launcher reports (srun, torchrun).
 """
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -72,6 +78,20 @@ def parse_signals(names: Sequence[str]) -> list:
             )
         numbers.append(int(getattr(signal, key)))
     return numbers
+
+
+# A job script names a file here; a preempted run writes it (holding the
+# checkpoint's path) before any of its processes exits, so that the script
+# knows to requeue the job whatever status srun reports.
+REQUEUE_MARKER_ENV = "SLOWFAST_REQUEUE_MARKER"
+
+
+def write_requeue_marker(path: Optional[str]) -> None:
+    """Writes the file named by $SLOWFAST_REQUEUE_MARKER (when set)."""
+    marker = os.environ.get(REQUEUE_MARKER_ENV, "")
+    if marker:
+        with open(marker, "w") as f:
+            f.write(f"{path or ''}\n")
 
 
 class StopSignals:
@@ -148,6 +168,9 @@ class PreemptionHook(HookBase):
         path = self.save(state)
         self.last_save = self.clock()
         if signum:
+            if self.ctx.is_master:
+                write_requeue_marker(path)
+            du.barrier()  # the marker exists before any process exits
             raise Preempted(signum, path)
 
     def after_train(self, state: LoopState) -> None:

@@ -66,8 +66,10 @@ def find_resume_checkpoint(cfg: CfgNode) -> Optional[str]:
                 path,
             )
             return path
-        diffs = fp.differences(cfg, fp.cfg_from_dump(checkpoint.get("cfg", "")))
-        if diffs or checkpoint["fingerprint"] != fp.fingerprint(cfg):
+        stored = fp.cfg_from_dump(checkpoint.get("cfg", ""))
+        diffs = fp.differences(cfg, stored)
+        # The stored config decides; without one, the hash does.
+        if diffs or (not stored and checkpoint["fingerprint"] != fp.fingerprint(cfg)):
             raise cu.CheckpointError(
                 f"{path} belongs to another run (fingerprint "
                 f"{checkpoint['fingerprint']}, this run's {fp.fingerprint(cfg)}: "
@@ -83,6 +85,21 @@ def find_resume_checkpoint(cfg: CfgNode) -> Optional[str]:
             "over, or set TRAIN.AUTO_RESUME False to start over and overwrite them"
         )
     return None
+
+
+def _choose_on_rank0(cfg: CfgNode, ctx: du.RunContext) -> Optional[str]:
+    """Rank 0's choice of checkpoint, for every process (a read error on one
+    process must not make it resume from another point than the others)."""
+    choice = None
+    if ctx.is_master:
+        try:
+            choice = (find_resume_checkpoint(cfg), None)
+        except cu.CheckpointError as err:
+            choice = (None, str(err))
+    path, error = du.all_gather_objects(choice)[0]
+    if error:
+        raise cu.CheckpointError(error)
+    return path
 
 
 def resume_or_init(
@@ -110,7 +127,7 @@ def resume_or_init(
     Returns:
         ResumePoint: the first epoch (and iteration inside it) to train.
     """
-    path = find_resume_checkpoint(cfg) if cfg.TRAIN.AUTO_RESUME else None
+    path = _choose_on_rank0(cfg, ctx) if cfg.TRAIN.AUTO_RESUME else None
     if path is not None:
         info = cu.load_checkpoint(
             path,
@@ -200,7 +217,7 @@ def save(
             iteration=iteration,
         )
         logger.info("saved %s", path)
-        for old in cu.prune_mid_epoch_checkpoints(cfg.OUTPUT_DIR):
+        for old in cu.prune_mid_epoch_checkpoints(cfg.OUTPUT_DIR, keep=path):
             logger.info("removed the older mid-epoch checkpoint %s", old)
     du.barrier()
     return path

@@ -26,8 +26,11 @@ def get_device(cfg: CfgNode, local_rank: int = 0) -> torch.device:
                 f"NUM_GPUS = {cfg.NUM_GPUS} but CUDA is not available; "
                 "set NUM_GPUS 0 to run on CPU"
             )
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
+        # local_rank modulo the visible GPUs: a launcher may show each task
+        # only its own GPU (srun --gpus-per-task, --gpu-bind).
+        index = local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
     return torch.device("cpu")
 
 

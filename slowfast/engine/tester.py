@@ -26,10 +26,17 @@ SHOWN = ("map", "num_videos", "top1_err", "top5_err", "views_per_video")
 
 
 def _checkpoint_to_test(cfg: CfgNode) -> str:
-    """TEST.CHECKPOINT_FILE_PATH, else the last checkpoint of OUTPUT_DIR."""
+    """TEST.CHECKPOINT_FILE_PATH, else the newest good epoch checkpoint of
+    OUTPUT_DIR (a mid-epoch one only when there is no other, with a warning)."""
     if cfg.TEST.CHECKPOINT_FILE_PATH:
         return cfg.TEST.CHECKPOINT_FILE_PATH
-    path = cu.get_last_checkpoint(cfg.OUTPUT_DIR)
+    path = cu.get_last_checkpoint(cfg.OUTPUT_DIR, epochs_only=True)
+    if path is None:
+        path = cu.get_last_checkpoint(cfg.OUTPUT_DIR)
+        if path is not None:
+            logger.warning(
+                "testing %s, taken inside an epoch (no epoch checkpoint)", path
+            )
     if path is None:
         raise FileNotFoundError(
             f"TEST.CHECKPOINT_FILE_PATH is empty and OUTPUT_DIR = "
@@ -56,7 +63,16 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     runtime.seed_everything(cfg.RNG_SEED)
     ctx = RunContext.create(cfg, rank, world_size)
     device = ctx.device
-    path = _checkpoint_to_test(cfg)
+    # Rank 0 chooses, for every process (an error reaches every process too).
+    choice = None
+    if ctx.is_master:
+        try:
+            choice = (_checkpoint_to_test(cfg), None)
+        except FileNotFoundError as err:
+            choice = (None, str(err))
+    path, error = all_gather_objects(choice)[0]
+    if error:
+        raise FileNotFoundError(error)
     done = all_gather_objects(_logged_result(cfg, path) if ctx.is_master else None)[0]
     if done is not None:
         logger.info(
@@ -82,6 +98,7 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     shutdown_workers(loader)
     stats = {"_type": "test_final", "checkpoint": path}
     stats["test_settings"] = test_settings(cfg)
+    stats["checkpoint_file"] = _file_identity(path)
     stats.update(metrics)
     log_json_stats(stats, cfg.OUTPUT_DIR, ctx.rank)
     views = metrics["views_per_video"]
@@ -126,18 +143,28 @@ def _logged_result(cfg: CfgNode, path: str) -> Optional[dict]:
     log = os.path.join(cfg.OUTPUT_DIR, JSON_STATS_LOG)
     if cfg.TEST.RERUN or not os.path.exists(log):
         return None
-    settings = test_settings(cfg)
+    wanted = (path, test_settings(cfg), _file_identity(path))
     found = None
     with open(log) as f:
         for line in f:
-            stats = simplejson.loads(line) if line.strip() else {}
-            if (
-                stats.get("_type") == "test_final"
-                and stats.get("checkpoint") == path
-                and stats.get("test_settings") == settings
-            ):
+            try:
+                stats = simplejson.loads(line) if line.strip() else {}
+            except ValueError:  # a line cut short by a kill
+                continue
+            seen = (
+                stats.get("checkpoint"),
+                stats.get("test_settings"),
+                stats.get("checkpoint_file"),
+            )
+            if stats.get("_type") == "test_final" and seen == wanted:
                 found = stats
     return found
+
+
+def _file_identity(path: str) -> str:
+    """Size and modification time: a checkpoint written again is another one."""
+    info = os.stat(path)
+    return f"{info.st_size}-{info.st_mtime_ns}"
 
 
 def _results_path(cfg: CfgNode, checkpoint: str) -> str:

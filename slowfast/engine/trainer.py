@@ -12,6 +12,7 @@ import simplejson
 from fvcore.common.config import CfgNode
 from torch import nn
 
+from slowfast.config.derived import global_batch_size
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.engine import runtime
@@ -173,7 +174,7 @@ class Trainer:
                 self.train_loader.batch_sampler,
                 self.optimizer,
                 self.bn,
-                cfg.TRAIN.BATCH_SIZE,
+                global_batch_size(cfg),
             ),
             NonFiniteGuard(cfg.OUTPUT_DIR),
             BadDataHook(self.dataset_size, cfg.DATA.MAX_BAD_FRACTION),

@@ -14,7 +14,8 @@ the config's LR policy.
   crop of SHORT_CYCLE_FACTORS[0] when ``i % 3 == 0``, of [1] when
   ``i % 3 == 1`` and the base crop of the entry when ``i % 3 == 2``. Epochs are
   not rescaled when only the short cycle is on.
-* Batch size of a shape ``t x s`` = TRAIN.BATCH_SIZE * round(T*S^2/(t*s^2)).
+* Batch size of a shape ``t x s`` = B * round(T*S^2/(t*s^2)), B the global
+  batch (TRAIN.BATCH_SIZE per machine x NUM_SHARDS).
 * BN: MULTIGRID.BN_BASE_SIZE clips per BN group at the long-cycle shape; the
   short cycle keeps the entry's split count (see ``shapes.bn_layout``).
 """
@@ -62,7 +63,8 @@ class MultigridSchedule:
             ``steps_with_relative_lrs`` with the resolved steps and LRs).
         scale_lr_by_factor: multiply ``policy`` by the entry's batch factor
             (long cycle with cosine or constant).
-        base_batch, num_frames, crop_size: TRAIN.BATCH_SIZE (global),
+        base_batch, num_frames, crop_size: the global batch B (TRAIN.BATCH_SIZE x
+            NUM_SHARDS),
             DATA.NUM_FRAMES, DATA.TRAIN_CROP_SIZE: the base shape ``B x T x S``.
         num_procs: number of training processes.
         long_cycle, short_cycle, short_factors, short_mode: MULTIGRID keys.

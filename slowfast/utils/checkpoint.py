@@ -66,19 +66,23 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, unreadable or does not fit; the message is one line."""
 
 
-def get_last_checkpoint(output_dir: str) -> Optional[str]:
-    """Returns the newest checkpoint that loads, for auto-resume.
+def get_last_checkpoint(output_dir: str, epochs_only: bool = False) -> Optional[str]:
+    """Returns the newest checkpoint that loads and passes its checks.
 
-    Newer files that fail to load (truncated, corrupt) are skipped with a
-    warning naming each of them.
+    Newer files that fail to load (truncated, corrupt) or their checks are
+    skipped with a warning naming each of them. (Auto-resume also checks that
+    the checkpoint is the run's own: ``engine/resume.find_resume_checkpoint``.)
 
     Args:
         output_dir: the run's OUTPUT_DIR.
+        epochs_only: skip checkpoints taken inside an epoch.
 
     Returns:
         str | None: the path, or None when no valid checkpoint exists.
     """
     for path in reversed(list_checkpoints(output_dir)):
+        if epochs_only and is_mid_epoch_checkpoint(path):
+            continue
         try:
             problem = checkpoint_problem(path, read_checkpoint(path))
         except CheckpointError as err:

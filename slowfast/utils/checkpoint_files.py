@@ -101,16 +101,30 @@ def list_checkpoints(output_dir: str) -> List[str]:
     return [os.path.join(folder, name) for _, name in sorted(numbered)]
 
 
-def prune_mid_epoch_checkpoints(output_dir: str) -> List[str]:
-    """Removes every mid-epoch checkpoint but the newest checkpoint of the run.
+def prune_mid_epoch_checkpoints(
+    output_dir: str, keep: Optional[str] = None
+) -> List[str]:
+    """Removes the mid-epoch checkpoints older than ``keep`` (rank 0, after a save).
 
-    Epoch checkpoints are never removed. Call it after a save (rank 0).
+    Epoch checkpoints are never removed, nor is ``keep`` (the checkpoint just
+    written); mid-epoch checkpoints positioned after it (left by an earlier
+    attempt that got further) are kept too. Without ``keep``, every mid-epoch
+    checkpoint but the newest one of the run is removed.
 
     Returns:
         list[str]: the removed paths.
     """
     paths = list_checkpoints(output_dir)
-    removed = [p for p in paths[:-1] if is_mid_epoch_checkpoint(p)]
+    if keep is None:
+        keep = paths[-1] if paths else None
+    limit = checkpoint_position(keep) if keep else None
+    removed = [
+        p
+        for p in paths
+        if is_mid_epoch_checkpoint(p)
+        and os.path.basename(p) != os.path.basename(keep or "")
+        and (limit is None or checkpoint_position(p) < limit)
+    ]
     for path in removed:
         g_pathmgr.rm(path)
     return removed

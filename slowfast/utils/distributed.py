@@ -256,8 +256,8 @@ def run_in_group(
         local_rank: index of this process on its machine (its GPU).
     """
     use_cuda = cfg.NUM_GPUS > 0
-    if use_cuda:
-        torch.cuda.set_device(local_rank)
+    if use_cuda:  # modulo: a task may see only its own GPU
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
     if world_size > 1:
         backend = cfg.DIST_BACKEND if use_cuda else "gloo"
         init_process_group(

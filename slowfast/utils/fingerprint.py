@@ -2,8 +2,10 @@
 
 A run's fingerprint is its config without the keys that do not change what
 is trained: where outputs and data live, logging, checkpointing and resume
-settings, testing, the process layout and loader workers (a run may resume on
-another machine or number of GPUs). Checkpoints store its hash; auto-resume
+settings, testing, the processes per machine and loader workers (a run may
+resume on another machine or number of GPUs per machine; NUM_SHARDS stays in,
+as the global batch depends on it). A key present in one config only (one
+written by another version) is not a difference. Checkpoints store its hash; auto-resume
 refuses a checkpoint whose hash differs, naming the keys that differ. A
 checkpoint also stores a checksum of its states (model, optimizer, scaler), so
 that a flipped byte is found before the run resumes from it.
@@ -27,6 +29,7 @@ NOT_THE_RUN = (
     "DIST_TIMEOUT_MINUTES",
     "DATA.PATH_TO_DATA_DIR",
     "DATA.PATH_PREFIX",
+    "DATA.MAX_BAD_FRACTION",
     "DATA_LOADER.",
     "TENSORBOARD.",
     "TEST.",  # the test settings have their own fingerprint (test_settings)
@@ -78,9 +81,7 @@ def differences(ours: Any, theirs: Any) -> List[Tuple[str, Any, Any]]:
     """The keys whose values differ between two configs' run definitions."""
     a, b = run_definition(ours), run_definition(theirs)
     return [
-        (key, a.get(key, "<absent>"), b.get(key, "<absent>"))
-        for key in sorted(set(a) | set(b))
-        if a.get(key, "<absent>") != b.get(key, "<absent>")
+        (key, a[key], b[key]) for key in sorted(set(a) & set(b)) if a[key] != b[key]
     ]
 
 

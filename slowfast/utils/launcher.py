@@ -139,8 +139,7 @@ def _srun(env: Mapping[str, str]) -> Layout:
         15000 + int(env.get("SLURM_JOB_ID", 0)) % 20000
     )
     rank = int(env["SLURM_PROCID"])
-    node = _int(env, "SLURM_NODEID")
-    node = rank // per_node if node is None else node
+    node = rank // per_node  # SLURM_NODEID counts the allocation's nodes
     local = _int(env, "SLURM_LOCALID")
     return Layout("srun", nodes, per_node, node, f"tcp://{host}:{port}", rank, local)
 
@@ -151,6 +150,8 @@ def detect_launcher(env: Mapping[str, str]) -> str:
     A SLURM batch script's own shell is not an srun task (its SLURM_PROCID
     and SLURM_NTASKS describe the allocation): only a process of an srun step
     (SLURM_STEP_ID set, not the batch or extern step) counts as srun.
+    ``detect_layout`` also treats an srun step of one task per node as plain
+    when the config asks for several processes per machine.
     """
     torchrun_keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
     if "TORCHELASTIC_RUN_ID" in env or all(k in env for k in torchrun_keys):
@@ -178,14 +179,19 @@ def detect_layout(
     Raises:
         LaunchError: an inconsistent environment (one line).
     """
+    per_node = cfg.NUM_GPUS if cfg.NUM_GPUS > 0 else cfg.NUM_CPU_PROCS
     if launcher == "auto":
         launcher = detect_launcher(env)
+        if launcher == "srun" and per_node > 1 and _srun(env).procs_per_node == 1:
+            # One task per node that starts its processes itself: an
+            # interactive srun shell, or the reference's one-task-per-machine
+            # scripts (--init_method, --num_shards, --shard_id).
+            launcher = "plain"
     if launcher == "torchrun":
         layout = _torchrun(env)
     elif launcher == "srun":
         layout = _srun(env)
     else:
-        per_node = cfg.NUM_GPUS if cfg.NUM_GPUS > 0 else cfg.NUM_CPU_PROCS
         return Layout("plain", cfg.NUM_SHARDS, per_node, cfg.SHARD_ID, init_method)
     check_layout(layout)
     return layout

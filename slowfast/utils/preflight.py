@@ -51,7 +51,9 @@ def check_devices(cfg: CfgNode, layout: Layout) -> None:
             EXIT_CONFIG,
         )
     count = torch.cuda.device_count()
-    if layout.procs_per_node > count:
+    # Spawned processes share this process's GPUs; a launcher's tasks may
+    # each see only their own.
+    if layout.spawns and layout.procs_per_node > count:
         raise PreflightError(
             f"{layout.procs_per_node} GPU processes per machine (NUM_GPUS or the "
             f"launcher) but this machine has {count} GPU(s); set NUM_GPUS {count}",

@@ -68,6 +68,7 @@ class RunLock:
             "pid": os.getpid(),
             "since": datetime.datetime.now().isoformat(timespec="seconds"),
             "slurm_job": os.environ.get("SLURM_JOB_ID", ""),
+            "slurm_restart": os.environ.get("SLURM_RESTART_COUNT", "0"),
             "command": " ".join(sys.argv),
         }
 
@@ -86,7 +87,8 @@ class RunLock:
         if not holder:
             return "it is unreadable (an interrupted write)"
         me = self._me()
-        if holder.get("slurm_job") and holder.get("slurm_job") == me["slurm_job"]:
+        same_job = holder.get("slurm_job") and holder["slurm_job"] == me["slurm_job"]
+        if same_job and holder.get("slurm_restart", "0") != me["slurm_restart"]:
             return f"it belongs to this SLURM job ({me['slurm_job']}), restarted"
         if holder.get("host") == me["host"] and not _pid_alive(int(holder["pid"])):
             return f"its process {holder['pid']} on this host has ended"
@@ -98,28 +100,52 @@ class RunLock:
         A stale lock is taken over; ``took_over`` then says why (log it).
         """
         os.makedirs(self.output_dir, exist_ok=True)
-        for _ in range(3):
+        # Written whole, then linked into place: the lock never exists empty.
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(self._me(), f)
+        try:
+            self._link(tmp)
+        finally:
+            os.remove(tmp)
+        self.held = True
+        atexit.register(self.release)
+
+    def _create(self, tmp: str) -> bool:
+        """Puts ``tmp`` in place as the lock; False when a lock exists."""
+        try:
+            os.link(tmp, self.path)
+            return True
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             except FileExistsError:
-                holder = self.read()
-                if holder is None:
-                    continue  # released meanwhile
-                reason = self._stale(holder)
-                if reason is None:
-                    raise RunLockError(
-                        f"OUTPUT_DIR {self.output_dir} is in use by another run "
-                        f"({_holder_text(holder)}); wait for it to end or choose "
-                        f"another OUTPUT_DIR (if that run is dead, delete {self.path})"
-                    ) from None
-                self.took_over = f"took over the lock of {self.output_dir}: {reason}"
+                return False
+            with os.fdopen(fd, "w") as f, open(tmp) as src:
+                f.write(src.read())
+            return True
+
+    def _link(self, tmp: str) -> None:
+        for _ in range(3):
+            if self._create(tmp):
+                return
+            holder = self.read()
+            if holder is None:
+                continue  # released meanwhile
+            reason = self._stale(holder)
+            if reason is None:
+                raise RunLockError(
+                    f"OUTPUT_DIR {self.output_dir} is in use by another run "
+                    f"({_holder_text(holder)}); wait for it to end or choose "
+                    f"another OUTPUT_DIR (if that run is dead, delete {self.path})"
+                )
+            self.took_over = f"took over the lock of {self.output_dir}: {reason}"
+            try:
                 os.remove(self.path)
-                continue
-            with os.fdopen(fd, "w") as f:
-                json.dump(self._me(), f)
-            self.held = True
-            atexit.register(self.release)
-            return
+            except FileNotFoundError:  # another start took it over first
+                pass
         raise RunLockError(f"could not take the lock {self.path}; try again")
 
     def release(self) -> None:
