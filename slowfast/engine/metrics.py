@@ -68,8 +68,7 @@ def mean_average_precision(scores: torch.Tensor, targets: torch.Tensor) -> float
     dropped = int((~keep).sum())
     if dropped:
         logger.info("mAP: %d classes without positives left out", dropped)
-    return float(
-        average_precision_score(
-            targets_np[:, keep], scores_np[:, keep], average=None
-        ).mean()
+    per_class = average_precision_score(
+        targets_np[:, keep], scores_np[:, keep], average=None
     )
+    return float(np.atleast_1d(per_class).mean())  # a float for one class

@@ -1,0 +1,162 @@
+"""Running preparation items: worker processes, progress, resuming, failures."""
+
+import multiprocessing as mp
+import os
+import sys
+import time
+from fractions import Fraction
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+
+import av
+import numpy as np
+
+# An item's work returns ("done" | "skipped", result) or raises; failures are
+# (item id, reason) pairs.
+Failure = Tuple[str, str]
+
+
+def _call(job):
+    fn, item = job
+    try:
+        return item[0], fn(item), None
+    except Exception as err:  # reported per item, the run goes on
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return item[0], None, f"{type(err).__name__}: {reason}"
+
+
+def run_items(
+    items: Sequence[tuple],
+    fn: Callable[[tuple], object],
+    workers: int,
+    label: str,
+    stream=sys.stderr,
+) -> Tuple[List[object], List[Failure]]:
+    """Runs ``fn(item)`` for every item (``item[0]`` is its id) with a progress line.
+
+    Args:
+        items: the work; picklable tuples whose first element names the item.
+        fn: a module-level function; it skips an item whose output exists.
+        workers: processes (0 or 1: in this process).
+        label: what the progress line calls the work.
+        stream: where the progress goes.
+
+    Returns:
+        tuple: the results in item order (None for failed items) and the
+        failures as (item id, reason).
+    """
+    results, failures = {}, []
+    start = time.time()
+    jobs = [(fn, item) for item in items]
+    if workers > 1:
+        pool = mp.get_context("spawn").Pool(workers)
+        outputs: Iterable = pool.imap_unordered(_call, jobs, chunksize=4)
+    else:
+        pool, outputs = None, map(_call, jobs)
+    try:
+        for count, (item_id, result, error) in enumerate(outputs, start=1):
+            results[item_id] = result
+            if error:
+                failures.append((item_id, error))
+            elapsed = time.time() - start
+            eta = elapsed / count * (len(jobs) - count)
+            stream.write(
+                f"\r{label}: {count}/{len(jobs)} ({len(failures)} failed), "
+                f"{elapsed:.0f} s, about {eta:.0f} s left   "
+            )
+            stream.flush()
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+    stream.write("\n")
+    return [results.get(item[0]) for item in items], failures
+
+
+def write_failures(path: str, failures: Sequence[Failure]) -> None:
+    """Writes the failed items, one ``id<TAB>reason`` line each (or removes the
+    file when nothing failed)."""
+    if not failures:
+        if os.path.exists(path):
+            os.remove(path)
+        return
+    with open(path, "w") as f:
+        for item_id, reason in sorted(failures):
+            f.write(f"{item_id}\t{reason}\n")
+
+
+def even(value: float) -> int:
+    """The nearest even integer >= 2 (yuv420p needs even sizes)."""
+    return max(2, int(round(value / 2.0)) * 2)
+
+
+def short_side_size(width: int, height: int, short: int) -> Tuple[int, int]:
+    """(width, height) scaled so that the short side is ``short`` (even sizes)."""
+    scale = short / min(width, height)
+    return even(width * scale), even(height * scale)
+
+
+def decode_rgb(path: str, fps: Optional[float] = None) -> Tuple[np.ndarray, float]:
+    """All frames of a video as (T, H, W, 3) uint8 RGB, and their rate.
+
+    With ``fps``, frames are resampled in time: frame ``k`` is the last frame
+    shown at ``k / fps`` seconds.
+    """
+    with av.open(path) as container:
+        stream = container.streams.video[0]
+        rate = float(stream.average_rate or stream.guessed_rate or 30)
+        frames, times = [], []
+        for frame in container.decode(stream):
+            frames.append(frame.to_ndarray(format="rgb24"))
+            times.append(
+                float(frame.time) if frame.time is not None else len(times) / rate
+            )
+    if not frames:
+        raise ValueError(f"{path}: no video frames")
+    if fps is None:
+        return np.stack(frames), rate
+    times = np.asarray(times) - times[0]
+    count = max(1, int(np.floor(times[-1] * fps + 1e-6)) + 1)
+    picks = np.searchsorted(times, np.arange(count) / fps + 1e-6, side="right") - 1
+    return np.stack([frames[max(0, i)] for i in picks]), float(fps)
+
+
+def reencode(src: str, dst: str, short: int, gop_seconds: float = 1.0) -> None:
+    """Re-encodes a video with PyAV: short side ``short``, no audio, H.264 (or
+    MPEG-4) with a keyframe every ``gop_seconds``; written atomically."""
+    from slowfast.datasets.demo.writers import pick_codec
+
+    codec = pick_codec()
+    tmp = f"{dst}.{os.getpid()}.part"
+    os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
+    with av.open(src) as source, av.open(tmp, mode="w", format="mp4") as out:
+        video = source.streams.video[0]
+        rate = video.average_rate or video.guessed_rate or Fraction(30)
+        width, height = short_side_size(video.width, video.height, short)
+        options = {"g": str(max(1, int(round(float(rate) * gop_seconds))))}
+        if codec == "libx264":
+            options.update({"crf": "20", "preset": "veryfast"})
+        stream = out.add_stream(codec, rate=rate, options=options)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        count = 0
+        for frame in source.decode(video):
+            frame = frame.reformat(width=width, height=height, format="yuv420p")
+            frame.pts, frame.time_base = count, 1 / Fraction(rate)
+            out.mux(stream.encode(frame))
+            count += 1
+        out.mux(stream.encode(None))
+    if count == 0:
+        os.remove(tmp)
+        raise ValueError(f"{src}: no video frames")
+    os.replace(tmp, dst)
+
+
+def index_files(root: str, extensions: Sequence[str]) -> dict:
+    """Every file under ``root`` with one of ``extensions``, by its name
+    without extension (the first found wins)."""
+    found = {}
+    for folder, _, names in os.walk(root):
+        for name in sorted(names):
+            stem, ext = os.path.splitext(name)
+            if ext.lower() in extensions:
+                found.setdefault(stem, os.path.join(folder, name))
+    return found

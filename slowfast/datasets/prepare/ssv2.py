@@ -1,0 +1,75 @@
+"""Something-Something V2: the official JSON files and ``<id>.webm`` -> our layout.
+
+Annotations: ``something-something-v2-labels.json`` (template -> class id),
+``something-something-v2-train.json`` and ``-validation.json`` (videos with
+their template). Videos: ``<id>.webm`` (any video file named by its id)
+anywhere under the videos folder. Output: JPEG frames at ``fps`` (the
+reference's frame lists assume 30) in ``frames/<id>/<id>_000001.jpg``, the
+frame lists ``train.csv`` / ``val.csv`` and the three JSON files (copied).
+"""
+
+import json
+import os
+import shutil
+from typing import List, Tuple
+
+from slowfast.datasets.prepare.common import decode_rgb, index_files, run_items
+
+VIDEO_EXTENSIONS = (".webm", ".mp4", ".mkv")
+JSONS = {
+    "labels": "something-something-v2-labels.json",
+    "train": "something-something-v2-train.json",
+    "val": "something-something-v2-validation.json",
+}
+
+
+def _frames(item: Tuple[str, str, str, float]) -> List[str]:
+    """Writes a video's frames (unless done); returns their relative paths."""
+    from slowfast.datasets.demo.writers import write_jpeg_frames
+
+    video_id, src, out, fps = item
+    folder = f"frames/{video_id}"
+    done = os.path.join(out, folder, ".complete")
+    if os.path.exists(done):
+        with open(done) as f:
+            return f.read().split()
+    frames, _ = decode_rgb(src, fps)
+    paths = write_jpeg_frames(out, folder, video_id + "_{:06d}.jpg", frames)
+    with open(done, "w") as f:
+        f.write("\n".join(paths))
+    return paths
+
+
+def prepare(
+    annotations: str, videos: str, out: str, fps: float, workers: int
+) -> Tuple[List[str], List[Tuple[str, str]], List[str]]:
+    """Prepares SSv2; returns the splits written, the failures and notes."""
+    from slowfast.datasets.demo.writers import frame_list_rows, write_frame_list
+
+    os.makedirs(out, exist_ok=True)
+    for name in JSONS.values():
+        src = os.path.join(annotations, name)
+        if not os.path.exists(src):
+            raise FileNotFoundError(f"{src} not found (the official SSv2 JSON files)")
+        shutil.copyfile(src, os.path.join(out, name))
+    found = index_files(videos, VIDEO_EXTENSIONS)
+    failures, written = [], []
+    for split in ("train", "val"):
+        with open(os.path.join(annotations, JSONS[split])) as f:
+            entries = json.load(f)
+        items = []
+        for entry in entries:
+            vid = str(entry["id"])
+            if vid not in found:
+                failures.append((vid, "video not found under the videos folder"))
+                continue
+            items.append((vid, found[vid], out, fps))
+        results, failed = run_items(items, _frames, workers, f"ssv2 {split} frames")
+        failures += failed
+        lines = []
+        for index, (item, paths) in enumerate(zip(items, results)):
+            if paths:
+                lines += frame_list_rows(item[0], index, paths, [[]] * len(paths))
+        write_frame_list(os.path.join(out, f"{split}.csv"), lines)
+        written.append(split)
+    return written, failures, ["test reads the validation files (as the reference)"]

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+r"""Turns the official downloads of a dataset into the layout the configs read.
+
+Usage:
+    python tools/prepare_dataset.py kinetics --annotations DIR --videos DIR --out DIR \
+        [--short-side 256] [--workers N] [--cfg X.yaml]
+    python tools/prepare_dataset.py ssv2 --annotations DIR --videos DIR --out DIR \
+        [--fps 30]
+    python tools/prepare_dataset.py charades --annotations DIR --videos DIR --out DIR \
+        [--fps 24]
+
+kinetics: the official CSVs (train.csv, validate.csv, test.csv) and the clips
+found by YouTube id under --videos -> clips re-encoded to --short-side, list
+files and classids.json. ssv2: the three JSON files and <id>.webm -> JPEG
+frames at --fps and frame lists. charades: Charades_v1_train.csv /
+Charades_v1_test.csv with the videos, or the official frames folder
+(Charades_v1_rgb) as --videos -> frame lists with per-frame labels.
+
+The work runs in --workers processes with a progress line; it can be stopped
+and run again (finished items are skipped). Items that failed are listed in
+OUT/failed_<dataset>.txt with the reason; missing clips are not fatal. At the
+end the result is checked as tools/verify_dataset.py checks it, with --cfg
+(default: the dataset's SlowFast config) pointed at OUT. Exit status: 0, or 1
+when the check finds problems.
+"""
+
+import argparse
+import logging
+import os
+import sys
+from typing import List, Optional
+
+CONFIGS = {
+    "kinetics": "configs/Kinetics/SLOWFAST_8x8_R50.yaml",
+    "ssv2": "configs/SSv2/SLOWFAST_16x8_R50.yaml",
+    "charades": "configs/Charades/SLOWFAST_16x8_R50.yaml",
+}
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """Parses the command line."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("dataset", choices=sorted(CONFIGS))
+    parser.add_argument("--annotations", required=True, help="the official files")
+    parser.add_argument("--videos", required=True, help="the downloaded videos")
+    parser.add_argument("--out", required=True, help="the dataset folder to write")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--short-side", type=int, default=256, help="kinetics")
+    parser.add_argument("--fps", type=float, default=None, help="ssv2 30, charades 24")
+    parser.add_argument("--cfg", default=None, help="config for the final check")
+    parser.add_argument("--no-verify", action="store_true", help="skip the check")
+    return parser.parse_args(argv)
+
+
+def verify(cfg_file: str, out: str, dataset: str, splits: List[str]) -> int:
+    """Checks the prepared splits; returns the number of problems."""
+    from slowfast.config import load_config
+    from slowfast.datasets.verify import verify_split
+
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    from verify_dataset import print_reports
+
+    opts = ["DATA.PATH_TO_DATA_DIR", out, "DATA.PATH_PREFIX", out, "NUM_GPUS", "0"]
+    opts += ["TRAIN.DATASET", dataset, "TEST.DATASET", dataset]
+    cfg = load_config([cfg_file], opts)
+    reports = [verify_split(cfg, split, allow_short=True) for split in splits]
+    print_reports(reports)
+    return sum(len(r.problems) for r in reports)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point; returns the exit status."""
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    from slowfast.datasets.prepare import charades, kinetics, ssv2
+    from slowfast.datasets.prepare.common import write_failures
+
+    os.makedirs(args.out, exist_ok=True)
+    if args.dataset == "kinetics":
+        splits, failures, notes = kinetics.prepare(
+            args.annotations, args.videos, args.out, args.short_side, args.workers
+        )
+    else:
+        module = ssv2 if args.dataset == "ssv2" else charades
+        fps = args.fps or (30.0 if args.dataset == "ssv2" else 24.0)
+        splits, failures, notes = module.prepare(
+            args.annotations, args.videos, args.out, fps, args.workers
+        )
+    failed_file = os.path.join(args.out, f"failed_{args.dataset}.txt")
+    write_failures(failed_file, failures)
+    print(f"{args.dataset}: wrote {', '.join(splits)} to {args.out}")
+    for note in notes:
+        print(f"note: {note}")
+    if failures:
+        print(f"{len(failures)} item(s) failed or are missing: see {failed_file}")
+    if args.no_verify:
+        return 0
+    cfg_file = args.cfg or os.path.join(REPO, CONFIGS[args.dataset])
+    checked = splits if args.dataset == "kinetics" else ["train", "val"]
+    return 1 if verify(cfg_file, args.out, args.dataset, checked) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
