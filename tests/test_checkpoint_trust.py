@@ -10,6 +10,7 @@ from slowfast.config import load_config
 from slowfast.engine.resume import find_resume_checkpoint
 from slowfast.models import build_model
 from slowfast.utils import checkpoint as cu
+from slowfast.utils import checkpoint_save as cs
 
 from .conftest import REPO_ROOT
 
@@ -99,8 +100,8 @@ def test_a_full_disk_during_a_save_is_one_clear_line(tmp_path, monkeypatch):
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos")
 
     usage = shutil.disk_usage(tmp_path)._replace(free=0)
-    monkeypatch.setattr(cu.torch, "save", full)
-    monkeypatch.setattr(cu.shutil, "disk_usage", lambda path: usage)
+    monkeypatch.setattr(cs.torch, "save", full)
+    monkeypatch.setattr(cs.shutil, "disk_usage", lambda path: usage)
     with pytest.raises(cu.CheckpointError, match="the disk is full \\(0 MiB free\\)"):
         _save(cfg, 0)
     assert os.listdir(tmp_path / "checkpoints") == []  # no temporary file left

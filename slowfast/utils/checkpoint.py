@@ -1,5 +1,9 @@
 """Saving and loading checkpoints in the reference (PySlowFast) format.
 
+This module is the interface (``from slowfast.utils import checkpoint as cu``);
+names and listing live in ``checkpoint_files.py``, writing in
+``checkpoint_save.py``, Caffe2 ``.pkl`` reading in ``caffe2.py``.
+
 A checkpoint is a dict saved with ``torch.save``::
 
     {"epoch": e, "model_state": ..., "optimizer_state": ..., "cfg": cfg.dump(),
@@ -20,23 +24,21 @@ Files are read with ``torch.load(weights_only=True)``: extras must be made of
 tensors, numbers, strings, and lists, tuples or dicts of those.
 """
 
-import errno
 import logging
-import os
 import pickle
-import shutil
-import uuid
 import zipfile
 from typing import Any, Dict, Iterable, Mapping, Optional
 
 import torch
-from fvcore.common.config import CfgNode
 from iopath.common.file_io import g_pathmgr
 from torch import nn
 
 from slowfast.utils.caffe2 import load_caffe2_checkpoint
 from slowfast.utils.checkpoint_files import (  # noqa: F401 (re-exported)
+    _RESERVED_KEYS,
+    _STATE_KEYS,
     CHECKPOINT_SUBDIR,
+    CheckpointError,
     checkpoint_position,
     get_checkpoint_dir,
     get_path_to_checkpoint,
@@ -45,8 +47,13 @@ from slowfast.utils.checkpoint_files import (  # noqa: F401 (re-exported)
     is_mid_epoch_checkpoint,
     list_checkpoints,
     prune_mid_epoch_checkpoints,
+    unwrap_model,
 )
-from slowfast.utils.fingerprint import fingerprint, state_checksum
+from slowfast.utils.checkpoint_save import (  # noqa: F401 (re-exported)
+    save_checkpoint,
+    save_weights,
+)
+from slowfast.utils.fingerprint import state_checksum
 from slowfast.utils.inflate import (
     MAX_LISTED,
     describe_mismatch,
@@ -56,16 +63,8 @@ from slowfast.utils.inflate import (
 
 logger = logging.getLogger(__name__)
 
+
 # Entries of the checkpoint dict that hold states (not returned by load).
-_STATE_KEYS = ("model_state", "optimizer_state", "scaler_state")
-_RESERVED_KEYS = ("epoch", "cfg", "iteration_in_epoch", "fingerprint", "checksum")
-_RESERVED_KEYS += _STATE_KEYS
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint is missing, unreadable or does not fit; the message is one line."""
-
-
 def get_last_checkpoint(output_dir: str, epochs_only: bool = False) -> Optional[str]:
     """Returns the newest checkpoint that loads and passes its checks.
 
@@ -92,162 +91,6 @@ def get_last_checkpoint(output_dir: str, epochs_only: bool = False) -> Optional[
             continue
         return path
     return None
-
-
-def unwrap_model(model: nn.Module) -> nn.Module:
-    """Returns the module inside a (Distributed)DataParallel wrapper, else ``model``."""
-    wrappers = (nn.parallel.DistributedDataParallel, nn.DataParallel)
-    return model.module if isinstance(model, wrappers) else model
-
-
-def _atomic_save(obj: Any, path: str) -> None:
-    """Saves ``obj`` to ``path`` so that ``path`` is either complete or absent."""
-    folder, name = os.path.split(path)
-    g_pathmgr.mkdirs(folder)
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    local = "://" not in path
-    try:
-        with g_pathmgr.open(tmp, "wb") as f:
-            torch.save(obj, f)
-            if local:
-                f.flush()
-                os.fsync(f.fileno())
-        if local:
-            os.replace(tmp, path)
-            _fsync_dir(folder)
-        else:
-            g_pathmgr.mv(tmp, path)
-    except BaseException as err:
-        if g_pathmgr.exists(tmp):
-            g_pathmgr.rm(tmp)
-        if local and isinstance(err, (OSError, RuntimeError)):
-            free = shutil.disk_usage(folder).free
-            if free < 64 * 2**20 or getattr(err, "errno", None) == errno.ENOSPC:
-                mib = free / 2**20
-                raise CheckpointError(
-                    f"{path}: could not be written, the disk is full ({mib:.0f} MiB "
-                    "free); free some space and run the same command to resume "
-                    "from the previous checkpoint"
-                ) from err
-        raise
-
-
-def _fsync_dir(folder: str) -> None:
-    """Makes a rename in ``folder`` durable (POSIX; a no-op elsewhere)."""
-    if hasattr(os, "O_DIRECTORY"):
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-_PLAIN_TYPES = (int, float, bool, str, type(None))
-
-
-def _check_loadable(value: Any, key: str) -> None:
-    """Raises ValueError unless ``value`` survives ``torch.load(weights_only=True)``."""
-    if isinstance(value, torch.Tensor) or type(value) in _PLAIN_TYPES:
-        return
-    if type(value) in (list, tuple, dict):
-        items = [*value.keys(), *value.values()] if type(value) is dict else value
-        for item in items:
-            _check_loadable(item, key)
-        return
-    raise ValueError(
-        f"extra checkpoint entry {key!r} holds a {type(value).__name__}; use "
-        "tensors, Python numbers, strings, and lists, tuples or dicts of those "
-        "(e.g. numpy_state.tolist())"
-    )
-
-
-def save_checkpoint(
-    output_dir: str,
-    model: nn.Module,
-    optimizer: Optional[torch.optim.Optimizer],
-    epoch: int,
-    cfg: CfgNode,
-    scaler: Optional[Any] = None,
-    extra: Optional[Dict[str, Any]] = None,
-    iteration: Optional[int] = None,
-) -> str:
-    """Atomically saves a checkpoint after the 0-based epoch ``epoch``.
-
-    Call it on one process only (rank 0). A (Distributed)DataParallel model is
-    unwrapped, so keys never carry a ``module.`` prefix.
-
-    Args:
-        output_dir: the run's OUTPUT_DIR.
-        model: the model (wrapped or not).
-        optimizer: its optimizer (None: no optimizer state is stored).
-        epoch: 0-based index of the epoch just finished; the file is named
-            ``epoch + 1``.
-        cfg: the run's config, stored as its YAML dump.
-        scaler: a ``torch.amp.GradScaler`` whose state is stored, or None.
-        extra: more entries (e.g. ``rng_state``, ``schedule_state``) made of
-            tensors, Python numbers, strings and lists, tuples or dicts of
-            those; they may not reuse reserved keys.
-        iteration: save a mid-epoch checkpoint: ``iteration`` iterations of
-            epoch ``epoch + 1`` are done (stored as ``iteration_in_epoch``).
-
-    Returns:
-        str: the path written.
-
-    Raises:
-        ValueError: an extra entry reuses a reserved key or holds another type
-            (it would not load back with ``weights_only=True``).
-    """
-    extra = dict(extra or {})
-    clash = sorted(set(extra) & set(_RESERVED_KEYS))
-    if clash:
-        raise ValueError(f"extra checkpoint entries {clash} reuse reserved keys")
-    for key, value in extra.items():
-        _check_loadable(value, key)
-    checkpoint: Dict[str, Any] = {
-        "epoch": epoch,
-        "model_state": unwrap_model(model).state_dict(),
-        "cfg": cfg.dump(),
-    }
-    if optimizer is not None:
-        checkpoint["optimizer_state"] = optimizer.state_dict()
-    if scaler is not None:
-        checkpoint["scaler_state"] = scaler.state_dict()
-    checkpoint.update(extra)
-    checkpoint["fingerprint"] = fingerprint(cfg)
-    checkpoint["checksum"] = state_checksum(
-        *(checkpoint.get(key) for key in _STATE_KEYS)
-    )
-    if iteration is None:
-        path = get_path_to_checkpoint(output_dir, epoch + 1)
-    else:
-        checkpoint["iteration_in_epoch"] = int(iteration)
-        path = get_path_to_mid_epoch_checkpoint(output_dir, epoch + 2, iteration)
-    _atomic_save(checkpoint, path)
-    logger.info("Saved checkpoint %s", path)
-    return path
-
-
-def save_weights(path: str, model: nn.Module, cfg: CfgNode) -> str:
-    """Atomically saves a model's weights as a checkpoint to initialise from.
-
-    The file is a checkpoint of epoch -1 (a run initialised from it starts at
-    epoch 0) with the config, run fingerprint and checksum; no optimizer.
-
-    Returns:
-        str: ``path``.
-    """
-    state = unwrap_model(model).state_dict()
-    _atomic_save(
-        {
-            "epoch": -1,
-            "model_state": state,
-            "cfg": cfg.dump(),
-            "fingerprint": fingerprint(cfg),
-            "checksum": state_checksum(state, None, None),
-        },
-        path,
-    )
-    return path
 
 
 def _first_line(err: BaseException) -> str:

@@ -11,11 +11,27 @@ import re
 from typing import List, Optional
 
 from iopath.common.file_io import g_pathmgr
+from torch import nn
 
 CHECKPOINT_SUBDIR = "checkpoints"
 _NAME_FORMAT = "checkpoint_epoch_{:05d}.pyth"
 _MID_EPOCH_FORMAT = "checkpoint_epoch_{:05d}_iter_{:06d}.pyth"
 _NAME_RE = re.compile(r"^checkpoint_epoch_(\d+)(?:_iter_(\d+))?\.pyth$")
+
+
+_STATE_KEYS = ("model_state", "optimizer_state", "scaler_state")
+_RESERVED_KEYS = ("epoch", "cfg", "iteration_in_epoch", "fingerprint", "checksum")
+_RESERVED_KEYS += _STATE_KEYS
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, unreadable or does not fit; the message is one line."""
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """Returns the module inside a (Distributed)DataParallel wrapper, else ``model``."""
+    wrappers = (nn.parallel.DistributedDataParallel, nn.DataParallel)
+    return model.module if isinstance(model, wrappers) else model
 
 
 def get_checkpoint_dir(output_dir: str) -> str:
