@@ -27,8 +27,12 @@ CFG = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.ya
 
 
 def _cfg(demo_data, out_dir, extra=()):
+    return load_config([CFG], _cfg_opts(demo_data, out_dir, extra))
+
+
+def _cfg_opts(demo_data, out_dir, extra=()):
     data = demo_data / "kinetics_x6"
-    opts = [
+    return [
         "DATA.PATH_TO_DATA_DIR", str(data),
         "DATA.PATH_PREFIX", str(demo_data / "kinetics"),
         "OUTPUT_DIR", str(out_dir),
@@ -45,7 +49,6 @@ def _cfg(demo_data, out_dir, extra=()):
         "TEST.ENABLE", "False",
         *extra,
     ]  # fmt: skip
-    return load_config([CFG], opts)
 
 
 class _SignalAt(HookBase):
@@ -190,3 +193,33 @@ def test_checkpoint_names_sort_mid_epoch_checkpoints_inside_their_epoch(tmp_path
     assert len(removed) == 2
     left = [os.path.basename(p) for p in cu.list_checkpoints(str(tmp_path))]
     assert left == ["checkpoint_epoch_00003.pyth", "checkpoint_epoch_00004.pyth"]
+
+
+def test_sigterm_to_the_whole_process_group_stops_cleanly(demo_data, tmp_path):
+    """A scheduler signals every process of the job, loader workers included:
+    the workers ignore it, the run saves and exits 75."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, os.path.join(REPO_ROOT, "tools", "run_net.py"), "--cfg", CFG]
+    cmd += [str(v) for v in _cfg_opts(demo_data, out)]
+    cmd[cmd.index("DATA_LOADER.NUM_WORKERS") + 1] = "2"
+    cmd += ["SOLVER.MAX_EPOCH", "20"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its own process group, as a job step
+    )  # fmt: skip
+    stats = out / "json_stats.log"
+    deadline = time.time() + 300
+    while not (stats.exists() and "train_iter" in stats.read_text()):
+        assert proc.poll() is None and time.time() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGTERM)
+    stderr = proc.communicate(timeout=300)[1]
+    assert proc.returncode == EXIT_PREEMPTED, stderr[-3000:]
+    assert "stopped by SIGTERM after a mid-epoch checkpoint" in stderr
+    assert "Traceback" not in stderr
+    assert [p for p in cu.list_checkpoints(str(out)) if cu.is_mid_epoch_checkpoint(p)]

@@ -17,6 +17,7 @@ repeating entries (deduplicate by the returned entry indices when gathering).
 
 import logging
 import random
+import signal
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -106,17 +107,51 @@ class GridBatchSampler(Sampler):
 
 
 class _WorkerInit:
-    """Seeds a loader worker's RNGs from (seed, rank, worker id); one thread."""
+    """Seeds a loader worker's RNGs from (seed, rank, worker id); one thread.
 
-    def __init__(self, seed: int, rank: int):
+    The worker ignores the run's stop signals (TRAIN.STOP_SIGNALS): a
+    scheduler signals every process of a job, and the main process, not its
+    loader workers, decides when to stop (``engine/preemption.py``).
+    """
+
+    def __init__(self, seed: int, rank: int, ignored_signals: Sequence[int] = ()):
         self.seed, self.rank = seed, rank
+        self.ignored_signals = tuple(int(s) for s in ignored_signals)
 
     def __call__(self, worker_id: int) -> None:
+        for signum in self.ignored_signals:
+            signal.signal(signum, signal.SIG_IGN)
+        # Started with them blocked (``_StopSafeLoader``): now they are ignored.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, self.ignored_signals)
         value = mix_seed(self.seed, self.rank, worker_id) & 0xFFFFFFFF
         random.seed(value)
         np.random.seed(value)
         torch.manual_seed(value)
         torch.set_num_threads(1)
+
+
+class _StopSafeLoader(DataLoader):
+    """A DataLoader whose workers start with the stop signals blocked, so that
+    a signal arriving while they start cannot end one before it ignores them."""
+
+    def __init__(self, *args, stop_signals: Sequence[int] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stop_signals = tuple(stop_signals)
+
+    def __iter__(self):
+        if not self.stop_signals or self.num_workers == 0:
+            return super().__iter__()
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, self.stop_signals)
+        try:
+            return super().__iter__()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _stop_signals(cfg: CfgNode) -> List[int]:
+    """The signal numbers of TRAIN.STOP_SIGNALS (validated with the config)."""
+    names = [str(n).upper().removeprefix("SIG") for n in cfg.TRAIN.STOP_SIGNALS]
+    return [int(getattr(signal, f"SIG{n}")) for n in names]
 
 
 def _per_process(batch: int, num_procs: int, key: str, strict: bool) -> int:
@@ -158,10 +193,11 @@ def construct_loader(
         raise ValueError(f"rank {rank} out of range for {num_procs} processes")
     dataset = build_dataset(dataset_name(cfg, split), cfg, split)
     workers = cfg.DATA_LOADER.NUM_WORKERS
+    stops = _stop_signals(cfg)
     common = dict(
         num_workers=workers,
         pin_memory=bool(cfg.DATA_LOADER.PIN_MEMORY and torch.cuda.is_available()),
-        worker_init_fn=_WorkerInit(cfg.RNG_SEED, rank),
+        worker_init_fn=_WorkerInit(cfg.RNG_SEED, rank, stops),
         persistent_workers=workers > 0,
         generator=torch.Generator().manual_seed(mix_seed(cfg.RNG_SEED, rank) >> 1),
     )
@@ -181,7 +217,9 @@ def construct_loader(
                 f"entries per process, fewer than one batch"
                 + (f" ({batch})" if fixed else "")
             )
-        return DataLoader(dataset, batch_sampler=batch_sampler, **common)
+        return _StopSafeLoader(
+            dataset, batch_sampler=batch_sampler, stop_signals=stops, **common
+        )
     batch = _per_process(
         global_batch_size(cfg, split), num_procs, "TEST.BATCH_SIZE", False
     )
@@ -190,8 +228,13 @@ def construct_loader(
         sampler = DistributedSampler(
             dataset, num_replicas=num_procs, rank=rank, shuffle=False
         )
-    return DataLoader(
-        dataset, batch_size=batch, sampler=sampler, shuffle=False, **common
+    return _StopSafeLoader(
+        dataset,
+        batch_size=batch,
+        sampler=sampler,
+        shuffle=False,
+        stop_signals=stops,
+        **common,
     )
 
 
