@@ -114,6 +114,12 @@ class VideoDataset(Dataset):
         """How messages name the dataset ("Kinetics", "SSv2", "Charades")."""
         return self.name or type(self).__name__
 
+    @classmethod
+    def split_files(cls, cfg: CfgNode, split: str) -> list:
+        """The annotation files a split reads (checked before a run starts):
+        by default the one ``list_file`` of the split."""
+        return [cls.list_file(cfg, split)]
+
     def __init__(self, cfg: CfgNode, split: str):
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")

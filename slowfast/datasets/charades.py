@@ -47,11 +47,6 @@ class Charades(VideoDataset):
         return os.path.join(cfg.DATA.PATH_TO_DATA_DIR, name)
 
     @classmethod
-    def split_files(cls, cfg: CfgNode, split: str) -> list:
-        """The annotation files a split reads (checked before a run starts)."""
-        return [cls.list_file(cfg, split)]
-
-    @classmethod
     def read_list(cls, cfg: CfgNode, split: str, strict: bool = True):
         """Reads the split's frame list with per-frame labels (the verifier too).
 

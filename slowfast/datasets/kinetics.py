@@ -39,11 +39,6 @@ class Kinetics(VideoDataset):
         return os.path.join(cfg.DATA.PATH_TO_DATA_DIR, f"{split}.csv")
 
     @classmethod
-    def split_files(cls, cfg: CfgNode, split: str) -> list:
-        """The annotation files a split reads (checked before a run starts)."""
-        return [cls.list_file(cfg, split)]
-
-    @classmethod
     def read_list(cls, cfg: CfgNode, split: str, strict: bool = True):
         """Reads ``{split}.csv`` (the verifier reads it through here too).
 

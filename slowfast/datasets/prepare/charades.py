@@ -13,7 +13,7 @@ import csv
 import os
 from typing import Dict, List, Tuple
 
-from slowfast.datasets.prepare.common import decode_rgb, index_files, run_items
+from slowfast.datasets.prepare.common import index_files, run_items, video_to_frames
 
 CSVS = {"train": "Charades_v1_train.csv", "val": "Charades_v1_test.csv"}
 VIDEO_EXTENSIONS = (".mp4", ".webm", ".mkv", ".avi")
@@ -41,23 +41,6 @@ def frame_labels(
         sorted({c for c, start, end in actions if start <= k / fps <= end})
         for k in range(count)
     ]
-
-
-def _frames(item: Tuple[str, str, str, float]) -> List[str]:
-    """Decodes a video to frames (unless done); returns their relative paths."""
-    from slowfast.datasets.demo.writers import write_jpeg_frames
-
-    video_id, src, out, fps = item
-    folder = f"frames/{video_id}"
-    done = os.path.join(out, folder, ".complete")
-    if os.path.exists(done):
-        with open(done) as f:
-            return f.read().split()
-    frames, _ = decode_rgb(src, fps)
-    paths = write_jpeg_frames(out, folder, video_id + "-{:06d}.jpg", frames)
-    with open(done, "w") as f:
-        f.write("\n".join(paths))
-    return paths
 
 
 def _official_frames(frames_dir: str, video_id: str) -> List[str]:
@@ -97,10 +80,12 @@ def prepare(
             if frames:
                 official[vid] = [os.path.abspath(p) for p in frames]
             elif vid in found:
-                items.append((vid, found[vid], out, fps))
+                items.append((vid, found[vid], out, fps, vid + "-{:06d}.jpg"))
             else:
                 failures.append((vid, "neither frames nor a video under --videos"))
-        results, failed = run_items(items, _frames, workers, f"charades {split}")
+        results, failed = run_items(
+            items, video_to_frames, workers, f"charades {split}"
+        )
         failures += failed
         decoded = {item[0]: paths for item, paths in zip(items, results) if paths}
         lines = []

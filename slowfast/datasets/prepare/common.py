@@ -160,3 +160,30 @@ def index_files(root: str, extensions: Sequence[str]) -> dict:
             if ext.lower() in extensions:
                 found.setdefault(stem, os.path.join(folder, name))
     return found
+
+
+def video_to_frames(item: Tuple[str, str, str, float, str]) -> List[str]:
+    """Writes a video's JPEG frames at a rate (unless done); returns their paths.
+
+    Args:
+        item: (video id, source video, output folder, fps, file-name pattern
+            with one ``{}`` for the 1-based frame number). The frames go to
+            ``frames/<id>/`` of the output folder; a ``.complete`` file there
+            lists them once they are all written, so a rerun skips the video.
+
+    Returns:
+        list[str]: the frame paths relative to the output folder.
+    """
+    from slowfast.datasets.demo.writers import write_jpeg_frames
+
+    video_id, src, out, fps, pattern = item
+    folder = f"frames/{video_id}"
+    done = os.path.join(out, folder, ".complete")
+    if os.path.exists(done):
+        with open(done) as f:
+            return f.read().split()
+    frames, _ = decode_rgb(src, fps)
+    paths = write_jpeg_frames(out, folder, pattern, frames)
+    with open(done, "w") as f:
+        f.write("\n".join(paths))
+    return paths

@@ -13,7 +13,7 @@ import os
 import shutil
 from typing import List, Tuple
 
-from slowfast.datasets.prepare.common import decode_rgb, index_files, run_items
+from slowfast.datasets.prepare.common import index_files, run_items, video_to_frames
 
 VIDEO_EXTENSIONS = (".webm", ".mp4", ".mkv")
 JSONS = {
@@ -21,23 +21,6 @@ JSONS = {
     "train": "something-something-v2-train.json",
     "val": "something-something-v2-validation.json",
 }
-
-
-def _frames(item: Tuple[str, str, str, float]) -> List[str]:
-    """Writes a video's frames (unless done); returns their relative paths."""
-    from slowfast.datasets.demo.writers import write_jpeg_frames
-
-    video_id, src, out, fps = item
-    folder = f"frames/{video_id}"
-    done = os.path.join(out, folder, ".complete")
-    if os.path.exists(done):
-        with open(done) as f:
-            return f.read().split()
-    frames, _ = decode_rgb(src, fps)
-    paths = write_jpeg_frames(out, folder, video_id + "_{:06d}.jpg", frames)
-    with open(done, "w") as f:
-        f.write("\n".join(paths))
-    return paths
 
 
 def prepare(
@@ -63,8 +46,10 @@ def prepare(
             if vid not in found:
                 failures.append((vid, "video not found under the videos folder"))
                 continue
-            items.append((vid, found[vid], out, fps))
-        results, failed = run_items(items, _frames, workers, f"ssv2 {split} frames")
+            items.append((vid, found[vid], out, fps, vid + "_{:06d}.jpg"))
+        results, failed = run_items(
+            items, video_to_frames, workers, f"ssv2 {split} frames"
+        )
         failures += failed
         lines = []
         for index, (item, paths) in enumerate(zip(items, results)):
