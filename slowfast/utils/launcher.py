@@ -253,10 +253,11 @@ def describe_layout(cfg: CfgNode, layout: Layout) -> List[str]:
     device = "GPU" if cfg.NUM_GPUS > 0 else "CPU"
     backend = cfg.DIST_BACKEND if cfg.NUM_GPUS > 0 else "gloo"
     per = layout.procs_per_node
+    first = layout.node_rank * per
     lines = [
         f"launcher {layout.launcher}: {layout.num_nodes} node(s) x {per} {device} "
-        f"process(es) = {layout.world_size}; node n holds ranks n*{per}.."
-        f"n*{per}+{per - 1}; this is node {layout.node_rank}"
+        f"process(es) = {layout.world_size}; this is node {layout.node_rank}, "
+        f"holding ranks {first}..{first + per - 1}"
         + ("" if layout.spawns else f", rank {layout.rank}")
         + f"; backend {backend}, rendezvous {layout.init_method}"
     ]

@@ -4,8 +4,9 @@
   its motion is random, so appearance decides.
 * SSv2 layout: one random digit moves in one of eight ways; the class is the
   motion, so a single frame cannot tell it.
-* Charades layout: 1-3 different digits each appear over their own span; the
-  labels of a frame are the digits visible in it (multi-label).
+* Charades layout: 1-3 different digits appear one after the other, each over
+  its own span; the labels of a frame are the digits visible in it, those of a
+  clip or video the union over its frames (multi-label).
 """
 
 import math
@@ -147,10 +148,29 @@ def ssv2_scene(
     return composite(rng, backdrop, layers, spec.style.noise_std), digit
 
 
+def _sequential_spans(rng: np.random.Generator, count: int, num: int) -> List[range]:
+    """``count`` disjoint spans of at least ``num // 4`` frames, in order, with gaps."""
+    shortest = num // 4
+    free = num - count * shortest
+    # free frames shared among the count + 1 gaps and the count spans
+    parts = rng.multinomial(free, np.full(2 * count + 1, 1.0 / (2 * count + 1)))
+    spans, first = [], int(parts[0])
+    for index in range(count):
+        length = shortest + int(parts[1 + 2 * index])
+        spans.append(range(first, first + length))
+        first += length + int(parts[2 + 2 * index])
+    return spans
+
+
 def charades_scene(
     rng: np.random.Generator, bank: DigitBank, pool: str, spec: LayoutSpec
 ) -> Tuple[np.ndarray, List[List[int]]]:
-    """Renders 1-3 different digits, each visible over its own span of frames.
+    """Renders 1-3 different digits, one after the other, each over its own span.
+
+    Like the actions of a Charades video, the digits are localised in time: each
+    is visible over one span of at least a quarter of the video, with gaps of
+    background between them, so a training clip (half the video) shows one or
+    two of them and the video as a whole all of them.
 
     Args:
         rng: the video's random generator.
@@ -166,22 +186,19 @@ def charades_scene(
     backdrop = background(rng, height, width, spec.style.texture, spec.style.saturation)
     count = int(rng.integers(1, 4))
     digits = rng.choice(NUM_DIGIT_CLASSES, size=count, replace=False)
-    slots = rng.permutation(count)
+    margin = spec.style.margin * width
     labels: List[List[int]] = [[] for _ in range(num)]
     layers: List[Layer] = []
-    for digit, slot in zip(digits, slots):
+    for digit, span in zip(digits, _sequential_spans(rng, count, num)):
         sprite, _, size = _sprite(rng, bank, pool, spec, int(digit))
-        box = (slot * width / count, (slot + 1) * width / count)
-        path = _bouncing(rng, size, spec, speed=(0.3, 1.2), box=box)
-        length = int(rng.integers(num // 4, 3 * num // 4 + 1))
-        first = int(rng.integers(0, num - length + 1))
+        path = _bouncing(rng, size, spec, spec.style.speed, (margin, width - margin))
         visible = torch.zeros(num)
-        visible[first : first + length] = 1.0
+        visible[span.start : span.stop] = 1.0
         angles = np.full(num, rng.uniform(-0.3, 0.3))
         alpha = place_sprite(sprite, path, np.full(num, size), angles, height, width)
         alpha = alpha * visible[:, None, None]
         layers.append((alpha, _color(rng, backdrop, alpha, spec)))
-        for frame in range(first, first + length):
+        for frame in span:
             labels[frame].append(int(digit))
     layers.extend(_clutter(rng, spec))
     frames = composite(rng, backdrop, layers, spec.style.noise_std)

@@ -162,9 +162,16 @@ _SPECS = {
     ("ssv2", "study_large"): LayoutSpec(
         {"train": 4800, "val": 1200}, 32, 96, 128, 12, _MOTION_STUDY
     ),
-    ("charades", "tiny"): LayoutSpec({"train": 4, "val": 2}, 48, 96, 128, 24, _EASY),
+    # The Kinetics layout's large digits, shown one after the other: with 1-3
+    # digits of 32-42 px side by side in 96 x 128 frames (parts of them cropped
+    # out by 64 px training crops) and 100 training videos, the tiny I3D stayed
+    # near its prior (test mAP 32.6% at LR 0.005, 36.5% at 0.05, against 20.3%
+    # for random scores).
+    ("charades", "tiny"): LayoutSpec(
+        {"train": 4, "val": 2}, 48, 96, 112, 24, _KINETICS_EASY
+    ),
     ("charades", "small"): LayoutSpec(
-        {"train": 100, "val": 30}, 64, 96, 128, 24, _EASY
+        {"train": 300, "val": 100}, 64, 96, 112, 24, _KINETICS_EASY
     ),
     ("charades", "bench"): LayoutSpec(
         {"train": 300, "val": 80}, 96, 96, 128, 24, _HARD
