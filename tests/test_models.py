@@ -280,3 +280,31 @@ def test_import_needs_no_vision_libraries():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_memory_format_default_picks_by_device_and_the_key_overrides():
+    from slowfast.config import load_config
+    from slowfast.models.memory_format import uses_channels_last_3d
+
+    picks = {}
+    for gpus in ("0", "1"):
+        for key in (None, "True", "False"):
+            opts = ["NUM_GPUS", gpus] + (
+                [] if key is None else ["MODEL.CHANNELS_LAST_3D", key]
+            )
+            picks[(gpus, key)] = uses_channels_last_3d(load_config(opts=opts))
+    assert picks == {
+        ("0", None): False,  # CPU: contiguous (measured faster)
+        # GPU: channels_last_3d (measured faster); NUM_GPUS 1 (the default) on
+        # a machine without CUDA builds for the CPU
+        ("1", None): torch.cuda.is_available(),
+        ("0", "True"): True,
+        ("1", "True"): True,
+        ("0", "False"): False,
+        ("1", "False"): False,
+    }
+    # A YAML value loads as a bool over the None default.
+    assert (
+        load_config(opts=["MODEL.CHANNELS_LAST_3D", "True"]).MODEL.CHANNELS_LAST_3D
+        is True
+    )

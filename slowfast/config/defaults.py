@@ -152,8 +152,11 @@ _C.MODEL.DROPOUT_RATE = 0.5
 _C.MODEL.FC_INIT_STD = 0.01
 # Activation applied to the scores at eval: "softmax", "sigmoid" or "none".
 _C.MODEL.HEAD_ACT = "softmax"
-# Run the model in the channels_last_3d memory format.
-_C.MODEL.CHANNELS_LAST_3D = False
+# Memory format of the model: True runs it in channels_last_3d, False in the
+# contiguous format; None (the default) picks by device from measurements:
+# channels_last_3d on GPUs (NUM_GPUS > 0, CUDA available), contiguous on CPUs
+# (slowfast/models/memory_format.py has the numbers).
+_C.MODEL.CHANNELS_LAST_3D = None
 
 # ---------------------------------------------------------------------------- #
 # SlowFast options
