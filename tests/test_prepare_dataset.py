@@ -179,3 +179,18 @@ def test_charades_from_the_csvs_with_per_frame_labels(tmp_path, source):
     assert first[0][4] == '"3"' and first[10][4] == '"3,7"' and first[20][4] == '"7"'
     assert first[47][4] == '""'
     _train_one_epoch("Charades_I3D_tiny.yaml", out)
+
+
+def test_missing_folders_and_files_are_one_line(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    gone = tmp_path / "gone"
+    for args, status, start in (
+        (("--annotations", gone, "--videos", empty), 2, f"error: --annotations {gone}"),
+        (("--annotations", empty, "--videos", gone), 2, f"error: --videos {gone}"),
+        (("--annotations", empty, "--videos", empty), 1, f"error: {empty}: no train"),
+    ):
+        result = _run("kinetics", *args, "--out", tmp_path / "out", check=False)
+        assert result.returncode == status, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(start), result.stderr

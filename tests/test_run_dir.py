@@ -184,6 +184,16 @@ def test_preflight_names_each_problem_in_one_line(tmp_path, demo_data, monkeypat
     with pytest.raises(pf.PreflightError, match="cannot be written"):
         pf.preflight(unwritable.cfg, unwritable.layout)
 
+    gone = str(tmp_path / "gone.pyth")
+    for node, enable in (("TEST", "TRAIN.ENABLE"), ("TRAIN", "TEST.ENABLE")):
+        absent = _setup(
+            tmp_path, demo_data, f"{node}.CHECKPOINT_FILE_PATH", gone, enable, "False"
+        )
+        with pytest.raises(pf.PreflightError, match="no such file") as info:
+            pf.preflight(absent.cfg, absent.layout)
+        assert str(info.value).startswith(f"{node}.CHECKPOINT_FILE_PATH = ")
+        assert info.value.exit_status == 1
+
     usage = collections.namedtuple("usage", "total used free")
     monkeypatch.setattr(pf.shutil, "disk_usage", lambda path: usage(1, 1, 1000))
     with pytest.raises(pf.PreflightError, match="MiB free on its disk"):
@@ -252,3 +262,18 @@ def test_a_bad_list_line_is_one_line_without_a_traceback(demo_data, tmp_path):
     assert lines[0].startswith(f"error: {data / 'train.csv'}:2: label")
     assert "traceback in" in lines[0]
     assert "Traceback" in (tmp_path / "out" / "stdout.log").read_text()
+
+
+def test_testing_without_a_checkpoint_is_one_line(demo_data, tmp_path):
+    cmd = [sys.executable, RUN_NET, "--cfg", TINY, "TRAIN.ENABLE", "False"]
+    cmd += ["DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics")]
+    cmd += ["DATA.PATH_PREFIX", str(demo_data / "kinetics"), "LOG_MODEL_INFO", "False"]
+    cmd += ["OUTPUT_DIR", str(tmp_path / "out")]
+    for extra in (["TEST.CHECKPOINT_FILE_PATH", str(tmp_path / "gone.pyth")], []):
+        result = subprocess.run(
+            cmd + extra, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 1, result.stderr[-2000:]
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "no checkpoint to test" in lines[0]

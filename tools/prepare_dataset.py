@@ -78,17 +78,28 @@ def main(argv: Optional[List[str]] = None) -> int:
     from slowfast.datasets.prepare import charades, kinetics, ssv2
     from slowfast.datasets.prepare.common import write_failures
 
+    for option, folder in (
+        ("--annotations", args.annotations),
+        ("--videos", args.videos),
+    ):
+        if not os.path.isdir(folder):
+            print(f"error: {option} {folder}: no such folder", file=sys.stderr)
+            return 2
     os.makedirs(args.out, exist_ok=True)
-    if args.dataset == "kinetics":
-        splits, failures, notes = kinetics.prepare(
-            args.annotations, args.videos, args.out, args.short_side, args.workers
-        )
-    else:
-        module = ssv2 if args.dataset == "ssv2" else charades
-        fps = args.fps or (30.0 if args.dataset == "ssv2" else 24.0)
-        splits, failures, notes = module.prepare(
-            args.annotations, args.videos, args.out, fps, args.workers
-        )
+    try:
+        if args.dataset == "kinetics":
+            splits, failures, notes = kinetics.prepare(
+                args.annotations, args.videos, args.out, args.short_side, args.workers
+            )
+        else:
+            module = ssv2 if args.dataset == "ssv2" else charades
+            fps = args.fps or (30.0 if args.dataset == "ssv2" else 24.0)
+            splits, failures, notes = module.prepare(
+                args.annotations, args.videos, args.out, fps, args.workers
+            )
+    except (FileNotFoundError, ValueError) as err:  # annotation files and columns
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     failed_file = os.path.join(args.out, f"failed_{args.dataset}.txt")
     write_failures(failed_file, failures)
     print(f"{args.dataset}: wrote {', '.join(splits)} to {args.out}")

@@ -38,7 +38,7 @@ def _checkpoint_to_test(cfg: CfgNode) -> str:
                 "testing %s, taken inside an epoch (no epoch checkpoint)", path
             )
     if path is None:
-        raise FileNotFoundError(
+        raise cu.CheckpointError(
             f"TEST.CHECKPOINT_FILE_PATH is empty and OUTPUT_DIR = "
             f"{cfg.OUTPUT_DIR!r} holds no checkpoint to test"
         )

@@ -95,6 +95,33 @@ def check_data(cfg: CfgNode) -> None:
                 )
 
 
+def check_checkpoint_files(cfg: CfgNode) -> None:
+    """The checkpoint files a run is told to load exist.
+
+    TEST.CHECKPOINT_FILE_PATH when testing; TRAIN.CHECKPOINT_FILE_PATH when
+    training starts afresh (a run that resumes from OUTPUT_DIR does not read it).
+    """
+    from iopath.common.file_io import g_pathmgr
+
+    from slowfast.utils.checkpoint_files import list_checkpoints
+
+    wanted = []
+    if cfg.TEST.ENABLE and cfg.TEST.CHECKPOINT_FILE_PATH:
+        wanted.append("TEST")
+    resumes = cfg.TRAIN.AUTO_RESUME and list_checkpoints(cfg.OUTPUT_DIR)
+    if cfg.TRAIN.ENABLE and cfg.TRAIN.CHECKPOINT_FILE_PATH and not resumes:
+        wanted.append("TRAIN")
+    for node in wanted:
+        path = cfg[node].CHECKPOINT_FILE_PATH
+        if not g_pathmgr.isfile(path):
+            raise PreflightError(
+                f"{node}.CHECKPOINT_FILE_PATH = {path!r}: no such file; give the "
+                f"path of a checkpoint (.pyth, or .pkl with {node}.CHECKPOINT_TYPE "
+                "caffe2)",
+                EXIT_DATA,
+            )
+
+
 def checkpoint_bytes(cfg: CfgNode) -> int:
     """About the size of one training checkpoint: weights, buffers and SGD
     momentum in float32 (the model is built on the meta device: no memory)."""
@@ -146,6 +173,7 @@ def preflight(cfg: CfgNode, layout: Layout) -> None:
     """
     check_devices(cfg, layout)
     check_batch(cfg, layout)
+    check_checkpoint_files(cfg)
     check_data(cfg)
     if layout.spawns and layout.node_rank == 0 or layout.rank == 0:
         check_output_dir(cfg)
