@@ -96,6 +96,9 @@ def test_train_then_test_each_arch_and_layout(demo_data, tmp_path, name, layout)
     saved = torch.load(tmp_path / "test_results.pyth")
     assert saved["video_scores"].shape == (metrics["num_videos"], cfg.MODEL.NUM_CLASSES)
     assert len(saved["video_paths"]) == metrics["num_videos"]
+    assert len(saved["video_ids"]) == metrics["num_videos"]
+    for video_id, path in zip(saved["video_ids"], saved["video_paths"]):
+        assert video_id and video_id in path  # the file or frame folder's name
     assert saved["checkpoint"].endswith("checkpoint_epoch_00001.pyth")
     stats = (tmp_path / "json_stats.log").read_text()
     assert '"train_epoch"' in stats and '"val_epoch"' in stats

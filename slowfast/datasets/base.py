@@ -26,6 +26,7 @@ item loaded).
 """
 
 import logging
+import os
 import random
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -180,6 +181,12 @@ class VideoDataset(Dataset):
     def video_path(self, video_idx: int) -> str:
         """The video's file or frame folder (for messages)."""
         raise NotImplementedError
+
+    def video_id(self, video_idx: int) -> str:
+        """The video's id: its file or folder name without the extension (frame
+        list datasets: the list's ``original_vido_id``)."""
+        name = os.path.basename(self.video_path(video_idx).rstrip("/"))
+        return os.path.splitext(name)[0]
 
     def video_label(self, video_idx: int) -> Any:
         """The video's label: an int, or a multi-hot float tensor."""

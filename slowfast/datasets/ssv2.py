@@ -106,6 +106,9 @@ class Ssv2(VideoDataset):
     def video_path(self, video_idx: int) -> str:
         return os.path.dirname(self._paths[video_idx][0]) or self._names[video_idx]
 
+    def video_id(self, video_idx: int) -> str:
+        return self._names[video_idx]
+
     def video_label(self, video_idx: int):
         return self._label(self._labels[video_idx])
 

@@ -126,12 +126,13 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
         results = {
             "video_scores": scores,
             "video_labels": labels,
+            "video_ids": [dataset.video_id(i) for i in range(dataset.num_videos)],
             "video_paths": [dataset.video_path(i) for i in range(dataset.num_videos)],
             "checkpoint": path,
         }
         out = _results_path(cfg, path)
         torch.save(results, out)
-        logger.info("per-video scores, labels and paths saved to %s", out)
+        logger.info("per-video scores, labels, ids and paths saved to %s", out)
     if ctx.is_master and cfg.TENSORBOARD.ENABLE:
         _write_test_scalars(cfg, metrics, path)
     return metrics
