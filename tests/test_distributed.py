@@ -22,6 +22,16 @@ def _collectives_job(cfg, rank, world_size):
     part = torch.arange(ROWS[rank] * 2, dtype=torch.float32).view(-1, 2) + 100 * rank
     varlen = du.gather_varlen(part)
     empty = du.gather_varlen(torch.zeros(0, 2) if rank == 0 else torch.ones(1, 2))
+    decided = du.decided_on_master(rank == 0, lambda: f"made by {rank}", (KeyError,))
+
+    def refuse():
+        raise KeyError(f"refused by {rank}")
+
+    try:
+        du.decided_on_master(rank == 0, refuse, (KeyError,))
+        refused = None
+    except KeyError as err:
+        refused = str(err)
     torch.save(
         {
             "rank": rank,
@@ -30,6 +40,8 @@ def _collectives_job(cfg, rank, world_size):
             "gathered": gathered,
             "varlen": varlen,
             "empty": empty,
+            "decided": decided,
+            "refused": refused,
         },
         os.path.join(cfg.OUTPUT_DIR, f"rank{rank}.pyth"),
     )
@@ -90,6 +102,9 @@ def test_two_process_cpu_launch(tmp_path):
         assert seen["varlen"].shape == (4, 2)
         torch.testing.assert_close(seen["varlen"], expected_varlen)
         torch.testing.assert_close(seen["empty"], torch.ones(1, 2))
+        # rank 0 decides for both; its error reaches both
+        assert seen["decided"] == "made by 0"
+        assert seen["refused"] == "'refused by 0'"
 
 
 def test_child_error_propagates_with_traceback(tmp_path):

@@ -85,13 +85,9 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
     """Runs the enabled stages on this layout; returns the exit status."""
     import torch.multiprocessing as mp
 
+    from slowfast.config.derived import stop_signals
     from slowfast.datasets.lists import DataError
-    from slowfast.engine.preemption import (
-        EXIT_PREEMPTED,
-        Preempted,
-        parse_signals,
-        signal_name,
-    )
+    from slowfast.engine.preemption import EXIT_PREEMPTED, Preempted, signal_name
     from slowfast.engine.tester import test
     from slowfast.engine.trainer import train
     from slowfast.utils import checkpoint as cu
@@ -103,7 +99,7 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
     first_rank = layout.node_rank * layout.procs_per_node
     try:
         if layout.spawns:
-            signums = parse_signals(cfg.TRAIN.STOP_SIGNALS)
+            signums = stop_signals(cfg)
             for stage in stages:
                 launch_job(cfg, layout.init_method, stage, forward_signals=signums)
         else:

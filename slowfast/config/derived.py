@@ -1,5 +1,8 @@
 """Values derived from the config that several parts of a run must agree on."""
 
+import signal
+from typing import List, Sequence
+
 from fvcore.common.config import CfgNode
 
 
@@ -22,3 +25,27 @@ def lr_scale(cfg: CfgNode) -> int:
     """The factor of every SOLVER learning rate: NUM_SHARDS when
     SOLVER.BASE_LR_SCALE_NUM_SHARDS (as the reference), else 1."""
     return cfg.NUM_SHARDS if cfg.SOLVER.BASE_LR_SCALE_NUM_SHARDS else 1
+
+
+def parse_signals(names: Sequence[str]) -> List[int]:
+    """Signal numbers of names such as ``"SIGUSR1"`` or ``"USR1"``.
+
+    Raises:
+        ValueError: an unknown name (the message names TRAIN.STOP_SIGNALS).
+    """
+    numbers = []
+    for name in names:
+        key = "SIG" + str(name).upper().removeprefix("SIG")
+        if not hasattr(signal, key):
+            raise ValueError(
+                f"TRAIN.STOP_SIGNALS: unknown signal {name!r}; use names such as "
+                "SIGUSR1, SIGUSR2, SIGTERM"
+            )
+        numbers.append(int(getattr(signal, key)))
+    return numbers
+
+
+def stop_signals(cfg: CfgNode) -> List[int]:
+    """The signals that stop a run at a checkpoint (TRAIN.STOP_SIGNALS); the
+    trainer catches them, the launcher forwards them, loader workers ignore them."""
+    return parse_signals(cfg.TRAIN.STOP_SIGNALS)

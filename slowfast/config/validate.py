@@ -1,9 +1,8 @@
 """Value checks on a merged config, each failing with one line naming the key."""
 
-import signal
-
 from fvcore.common.config import CfgNode
 
+from slowfast.config.derived import parse_signals
 from slowfast.multigrid.shapes import JITTER_SCALE_MODES
 
 _CHOICES = {
@@ -129,9 +128,13 @@ def validate_cfg(cfg: CfgNode) -> None:
     _check(minutes >= 0, "TRAIN.CHECKPOINT_MINUTES", minutes, "must be >= 0 (0: off)")
     timeout = cfg.DIST_TIMEOUT_MINUTES
     _check(timeout > 0, "DIST_TIMEOUT_MINUTES", timeout, "must be positive")
-    names = [str(n).upper().removeprefix("SIG") for n in cfg.TRAIN.STOP_SIGNALS]
+    try:
+        parse_signals(cfg.TRAIN.STOP_SIGNALS)
+        known = True
+    except ValueError:
+        known = False
     _check(
-        all(hasattr(signal, f"SIG{n}") for n in names),
+        known,
         "TRAIN.STOP_SIGNALS",
         list(cfg.TRAIN.STOP_SIGNALS),
         "must name signals, e.g. [SIGUSR1, SIGUSR2, SIGTERM]",

@@ -26,7 +26,7 @@ from fvcore.common.config import CfgNode
 from torch.utils.data import DataLoader, Sampler
 from torch.utils.data.distributed import DistributedSampler
 
-from slowfast.config.derived import global_batch_size
+from slowfast.config.derived import global_batch_size, stop_signals
 from slowfast.datasets.base import mix_seed
 from slowfast.datasets.build import build_dataset, dataset_name
 from slowfast.datasets.grid import SamplingGrid
@@ -148,12 +148,6 @@ class _StopSafeLoader(DataLoader):
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _stop_signals(cfg: CfgNode) -> List[int]:
-    """The signal numbers of TRAIN.STOP_SIGNALS (validated with the config)."""
-    names = [str(n).upper().removeprefix("SIG") for n in cfg.TRAIN.STOP_SIGNALS]
-    return [int(getattr(signal, f"SIG{n}")) for n in names]
-
-
 def _per_process(batch: int, num_procs: int, key: str, strict: bool) -> int:
     if batch % num_procs:
         if strict:
@@ -193,7 +187,7 @@ def construct_loader(
         raise ValueError(f"rank {rank} out of range for {num_procs} processes")
     dataset = build_dataset(dataset_name(cfg, split), cfg, split)
     workers = cfg.DATA_LOADER.NUM_WORKERS
-    stops = _stop_signals(cfg)
+    stops = stop_signals(cfg)
     common = dict(
         num_workers=workers,
         pin_memory=bool(cfg.DATA_LOADER.PIN_MEMORY and torch.cuda.is_available()),

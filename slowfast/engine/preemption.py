@@ -26,6 +26,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 import torch
 
+from slowfast.config.derived import parse_signals  # noqa: F401 (re-exported)
 from slowfast.engine.loop import HookBase, LoopState
 from slowfast.utils import distributed as du
 
@@ -60,24 +61,6 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
-
-
-def parse_signals(names: Sequence[str]) -> list:
-    """Signal numbers of names such as ``"SIGUSR1"`` or ``"USR1"``.
-
-    Raises:
-        ValueError: an unknown name (the message names TRAIN.STOP_SIGNALS).
-    """
-    numbers = []
-    for name in names:
-        key = name.upper() if name.upper().startswith("SIG") else f"SIG{name.upper()}"
-        if not hasattr(signal, key):
-            raise ValueError(
-                f"TRAIN.STOP_SIGNALS: unknown signal {name!r}; use names such as "
-                "SIGUSR1, SIGUSR2, SIGTERM"
-            )
-        numbers.append(int(getattr(signal, key)))
-    return numbers
 
 
 # A job script names a file here; a preempted run writes it (holding the

@@ -87,21 +87,6 @@ def find_resume_checkpoint(cfg: CfgNode) -> Optional[str]:
     return None
 
 
-def _choose_on_rank0(cfg: CfgNode, ctx: du.RunContext) -> Optional[str]:
-    """Rank 0's choice of checkpoint, for every process (a read error on one
-    process must not make it resume from another point than the others)."""
-    choice = None
-    if ctx.is_master:
-        try:
-            choice = (find_resume_checkpoint(cfg), None)
-        except cu.CheckpointError as err:
-            choice = (None, str(err))
-    path, error = du.all_gather_objects(choice)[0]
-    if error:
-        raise cu.CheckpointError(error)
-    return path
-
-
 def resume_or_init(
     cfg: CfgNode,
     ctx: du.RunContext,
@@ -127,7 +112,12 @@ def resume_or_init(
     Returns:
         ResumePoint: the first epoch (and iteration inside it) to train.
     """
-    path = _choose_on_rank0(cfg, ctx) if cfg.TRAIN.AUTO_RESUME else None
+    path = None
+    if cfg.TRAIN.AUTO_RESUME:  # rank 0 chooses: a read error on one process
+        # must not make it resume from another point than the others
+        path = du.decided_on_master(
+            ctx.is_master, lambda: find_resume_checkpoint(cfg), (cu.CheckpointError,)
+        )
     if path is not None:
         info = cu.load_checkpoint(
             path,

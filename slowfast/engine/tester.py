@@ -15,7 +15,11 @@ from slowfast.engine.evaluator import evaluate
 from slowfast.engine.metrics import chance_map
 from slowfast.models import build_model
 from slowfast.utils import checkpoint as cu
-from slowfast.utils.distributed import RunContext, all_gather_objects
+from slowfast.utils.distributed import (
+    RunContext,
+    all_gather_objects,
+    decided_on_master,
+)
 from slowfast.utils.fingerprint import test_settings
 from slowfast.utils.logging import JSON_STATS_LOG, log_json_stats, setup_logging
 
@@ -63,16 +67,9 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     runtime.seed_everything(cfg.RNG_SEED)
     ctx = RunContext.create(cfg, rank, world_size)
     device = ctx.device
-    # Rank 0 chooses, for every process (an error reaches every process too).
-    choice = None
-    if ctx.is_master:
-        try:
-            choice = (_checkpoint_to_test(cfg), None)
-        except FileNotFoundError as err:
-            choice = (None, str(err))
-    path, error = all_gather_objects(choice)[0]
-    if error:
-        raise FileNotFoundError(error)
+    path = decided_on_master(
+        ctx.is_master, lambda: _checkpoint_to_test(cfg), (cu.CheckpointError,)
+    )
     done = all_gather_objects(_logged_result(cfg, path) if ctx.is_master else None)[0]
     if done is not None:
         logger.info(

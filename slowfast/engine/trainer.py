@@ -12,7 +12,7 @@ import simplejson
 from fvcore.common.config import CfgNode
 from torch import nn
 
-from slowfast.config.derived import global_batch_size
+from slowfast.config.derived import global_batch_size, stop_signals
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.engine import runtime
@@ -32,7 +32,7 @@ from slowfast.engine.hooks import (
 from slowfast.engine.loop import HookBase, LoopState, TrainLoop
 from slowfast.engine.losses import get_loss_func
 from slowfast.engine.optimizer import construct_optimizer
-from slowfast.engine.preemption import PreemptionHook, StopSignals, parse_signals
+from slowfast.engine.preemption import PreemptionHook, StopSignals
 from slowfast.engine.resume import resume_or_init
 from slowfast.engine.step import TrainStep
 from slowfast.models import build_model, describe_model
@@ -61,7 +61,7 @@ class Trainer:
     ) -> None:
         self.cfg = cfg
         self.ctx = ctx
-        self.stop = stop or StopSignals(parse_signals(cfg.TRAIN.STOP_SIGNALS))
+        self.stop = stop or StopSignals(stop_signals(cfg))
         rank, world_size = ctx.rank, ctx.world_size
         runtime.check_data_dir(cfg)
         runtime.seed_everything(cfg.RNG_SEED + rank)
@@ -308,7 +308,7 @@ def train(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> None:
         world_size: number of processes.
     """
     setup_logging(cfg.OUTPUT_DIR, rank)
-    stop = StopSignals(parse_signals(cfg.TRAIN.STOP_SIGNALS))
+    stop = StopSignals(stop_signals(cfg))
     stop.install()
     try:
         Trainer(cfg, RunContext.create(cfg, rank, world_size), stop).train()

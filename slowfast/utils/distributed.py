@@ -154,6 +154,30 @@ def all_gather_objects(obj) -> list:
     return objects
 
 
+def decided_on_master(is_master: bool, decide: Callable, errors: tuple):
+    """Runs ``decide()`` on rank 0 only and returns its result on every process.
+
+    An error of one of the ``errors`` types raised there is raised on every
+    process, so that none waits for the others in vain and none acts on a
+    decision of its own (such as which checkpoint to load).
+
+    Args:
+        is_master: whether this process is rank 0.
+        decide: the decision, run on rank 0.
+        errors: the exception types handed to every process.
+    """
+    outcome = None
+    if is_master:
+        try:
+            outcome = (decide(), None)
+        except errors as err:
+            outcome = (None, err)
+    value, error = all_gather_objects(outcome)[0]
+    if error is not None:
+        raise error
+    return value
+
+
 def all_reduce_mean(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
     """Averages each tensor over all processes, in place.
 
