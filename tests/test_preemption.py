@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from slowfast.config import load_config
+from slowfast.config.derived import parse_signals
 from slowfast.engine import trainer as trainer_module
 from slowfast.engine.loop import HookBase, LoopState
 from slowfast.engine.preemption import (
@@ -16,7 +17,6 @@ from slowfast.engine.preemption import (
     Preempted,
     PreemptionHook,
     StopSignals,
-    parse_signals,
 )
 from slowfast.utils import checkpoint as cu
 from slowfast.utils.distributed import RunContext

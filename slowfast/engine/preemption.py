@@ -26,7 +26,6 @@ from typing import Callable, Dict, Optional, Sequence
 
 import torch
 
-from slowfast.config.derived import parse_signals  # noqa: F401 (re-exported)
 from slowfast.engine.loop import HookBase, LoopState
 from slowfast.utils import distributed as du
 
