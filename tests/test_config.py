@@ -42,6 +42,8 @@ def test_wrong_type_names_key(tmp_path):
         ("MODEL.ARCH", "foo", "must be one of"),
         ("SOLVER.STEPS", "[0, 5, 3]", "strictly increasing"),
         ("SHARD_ID", "3", "must be < NUM_SHARDS"),
+        ("TRAIN.EVAL_PERIOD", "-1", "must be >= 0 (0: never)"),
+        ("TRAIN.CHECKPOINT_PERIOD", "0", "must be positive"),
     ],
 )
 def test_bad_value_names_key(key, value, why):

@@ -89,7 +89,8 @@ def test_arms_differ_only_in_multigrid_keys(budget):
     ref = cfgs["baseline"]
     assert ref["SOLVER.MAX_EPOCH"] == round(budget * 40)
     assert ref["SOLVER.WARMUP_EPOCHS"] == base.SOLVER.WARMUP_EPOCHS
-    assert ref["RNG_SEED"] == 3 and ref["TRAIN.EVAL_PERIOD"] == st.LAST_EPOCH_ONLY
+    assert ref["RNG_SEED"] == 3 and ref["TRAIN.EVAL_PERIOD"] == 0
+    assert ref["TRAIN.CHECKPOINT_PERIOD"] == st.LAST_EPOCH_ONLY
     assert ref["BN.NORM_TYPE"] == base.BN.NORM_TYPE
     for arm, flat in cfgs.items():
         changed = {key for key in flat if flat[key] != ref[key]}
@@ -147,6 +148,7 @@ def test_parse_stats_from_a_synthetic_log():
     assert result["epochs"] == 2 and result["iterations"] == 6
     assert result["epoch_time_s"] == 10.0 and result["data_wait_share"] == 0.1
     assert result["clips_per_s"] == {"16x2x45": 20.0, "4x8x64": 4.0}
+    assert result["clips_per_shape"] == {"16x2x45": 80, "4x8x64": 4}
     assert (result["val_top1"], result["val_top5"]) == (80.0, 95.0)
     assert (result["test_top1"], result["test_top5"]) == (75.0, 97.5)
     assert result["test_map"] is None and result["val_map"] is None
@@ -159,10 +161,11 @@ def test_parse_stats_from_a_synthetic_log():
     assert charades["epochs"] == 0 and charades["iterations"] is None
 
 
-def _result(arm, budget, seed, train_s, top1, iterations=100):
+def _result(arm, budget, seed, train_s, top1, iterations=100, gflop=None):
     return {
         "arm": arm, "budget": budget, "seed": seed, "epochs": 4,
         "iterations": iterations, "train_s": train_s, "test_s": 1.0,
+        "train_gflop": gflop,
         "data_wait_share": 0.1, "test_top1": top1, "test_top5": 99.0,
         "test_map": None, "clips_per_s": {"2x8x64": 10.0}, "run_dir": "x",
     }  # fmt: skip
@@ -170,9 +173,9 @@ def _result(arm, budget, seed, train_s, top1, iterations=100):
 
 def test_aggregate_table_csv_and_eta():
     results = [
-        _result("baseline", 1.0, 0, 100.0, 80.0),
-        _result("baseline", 1.0, 1, 120.0, 90.0),
-        _result("long_short", 1.0, 0, 50.0, 70.0, iterations=25),
+        _result("baseline", 1.0, 0, 100.0, 80.0, gflop=300.0),
+        _result("baseline", 1.0, 1, 120.0, 90.0, gflop=300.0),
+        _result("long_short", 1.0, 0, 50.0, 70.0, iterations=25, gflop=100.0),
         _result("long_short", 2.0, 0, 100.0, 85.0, iterations=50),
     ]
     rows = st.aggregate(results, st.metric_key(False))
@@ -183,16 +186,22 @@ def test_aggregate_table_csv_and_eta():
     assert rows[0]["metric"] == (85.0, 80.0, 90.0)
     assert rows[0]["speedup_time"] == 1.0
     assert rows[1]["speedup_time"] == 2.2 and rows[1]["speedup_iters"] == 4.0
+    assert rows[1]["speedup_compute"] == 3.0 and rows[2]["speedup_compute"] is None
     table = st.format_table(rows).splitlines()
     assert table[0].startswith("| arm | budget | n | epochs | iterations |")
     assert table[2] == (
-        "| baseline | 1x | 2 | 4 | 100 | 110.0 (100.0-120.0) | 1.00x | 1.00x "
+        "| baseline | 1x | 2 | 4 | 100 | 110.0 (100.0-120.0) | 1.00x | 1.00x | 1.00x "
         "| 10.0 | 85.0 (80.0-90.0) | 99.0 |"
     )
-    assert table[3].startswith("| long_short | 1x | 1 | 4 | 25 | 50.0 | 2.20x | 4.00x")
+    assert table[3].startswith(
+        "| long_short | 1x | 1 | 4 | 25 | 50.0 | 2.20x | 4.00x | 3.00x |"
+    )
+    assert table[4].startswith(
+        "| long_short | 2x | 1 | 4 | 50 | 100.0 | 1.10x | 2.00x | - |"
+    )
     no_ref = st.aggregate(results[2:], "test_top1")
     assert no_ref[0]["speedup_time"] is None
-    assert "| - | - |" in st.format_table(no_ref)
+    assert "| - | - | - |" in st.format_table(no_ref)
     rows_csv = list(csv.DictReader(st.format_csv(results).splitlines()))
     assert len(rows_csv) == 4 and rows_csv[2]["arm"] == "long_short"
     assert json.loads(rows_csv[0]["clips_per_s"]) == {"2x8x64": 10.0}
@@ -288,7 +297,9 @@ def test_tiny_study_end_to_end_and_rerun_skips(
         assert row["iterations"] == row["iterations_planned"]
         assert float(row["train_s"]) > 0 and float(row["test_s"]) > 0
         assert 0 <= float(row["test_top1"]) <= 100
+        assert row["val_top1"] == ""  # EVAL_PERIOD 0: training does not validate
         assert json.loads(row["clips_per_s"])
+        assert float(row["train_gflop"]) > 0
     epochs = {(r["arm"], float(r["budget"])): int(r["epochs"]) for r in rows}
     assert epochs == {
         ("baseline", 1.0): 2, ("long_short", 1.0): 3,

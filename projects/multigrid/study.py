@@ -20,11 +20,14 @@ Every run is the base config (and the KEY VALUE overrides) with:
 Each run is two ``tools/run_net.py`` processes, timed separately: training
 (TEST.ENABLE False) and testing (TRAIN.ENABLE False, TEST.ENABLE True) of the
 final checkpoint. The training wall-clock is the whole process (start-up, the
-training loop, precise BN and validation at the last epoch). TRAIN.EVAL_PERIOD
-and TRAIN.CHECKPOINT_PERIOD are set so that only the last epoch validates and
-saves, so periodic validation does not count as training time; --keep-periods
-keeps the config's periods. A run's console output goes to
-``study_train.out`` / ``study_test.out`` in its folder.
+training loop, precise BN and the final checkpoint). TRAIN.EVAL_PERIOD is 0 (no
+validation in training: the test process scores the final checkpoint) and
+TRAIN.CHECKPOINT_PERIOD is set so that only the last epoch saves, so no
+evaluation counts as training time; --keep-periods keeps the config's periods.
+A run's console output goes to ``study_train.out`` / ``study_test.out`` in its
+folder. Each run's training compute (clips x fvcore GFLOPs per clip at each
+shape) gives the table's "speedup (compute)": what a perfectly efficient
+machine would show.
 
 Each finished run writes ``study_result.json`` in its folder and is skipped
 by later invocations (stop the study any time and run the same command again);
@@ -53,6 +56,7 @@ from slowfast.config import load_config
 from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid import study as st
 from slowfast.multigrid.checks import check_epochs_have_iterations
+from slowfast.multigrid.compute import model_gflops_fn, training_gflops
 from slowfast.utils import checkpoint as cu
 from slowfast.utils.distributed import procs_per_machine
 from slowfast.utils.parser import load_config_from_args
@@ -213,7 +217,9 @@ def execute(p: PlannedRun) -> dict:
 
     Returns:
         dict: the result (``study_result.json``): the ``parse_stats`` fields,
-        planned epochs and iterations, wall-clocks, folder and arguments.
+        planned epochs and iterations, wall-clocks, training compute
+        (``train_gflop``, see ``slowfast.multigrid.compute``), folder and
+        arguments.
 
     Raises:
         RunFailed: a process failed or the final checkpoint is missing.
@@ -235,6 +241,8 @@ def execute(p: PlannedRun) -> dict:
     result = {"arm": p.run.arm, "budget": p.run.budget, "seed": p.run.seed}
     result.update(epochs_planned=p.schedule.max_epoch, iterations_planned=p.iterations)
     result.update(stats, train_s=train_s, test_s=test_s, run_dir=p.run_dir)
+    gflops_fn = model_gflops_fn(p.cfg)
+    result["train_gflop"] = training_gflops(stats["clips_per_shape"], gflops_fn)
     result["args"] = p.args
     for key in ("epochs", "iterations"):
         if result[key] != result[f"{key}_planned"]:

@@ -39,7 +39,8 @@ _C.TRAIN.DATASET = "kinetics"
 # one machine (as in the reference): NUM_SHARDS machines train with
 # NUM_SHARDS x BATCH_SIZE clips per iteration.
 _C.TRAIN.BATCH_SIZE = 64
-# Validate every EVAL_PERIOD epochs.
+# Validate every EVAL_PERIOD epochs and after the last; 0: never during training
+# (test the final checkpoint instead; the multigrid study does).
 _C.TRAIN.EVAL_PERIOD = 10
 # Save a checkpoint every CHECKPOINT_PERIOD epochs.
 _C.TRAIN.CHECKPOINT_PERIOD = 10

@@ -24,7 +24,6 @@ _CHOICES = {
 _POSITIVE = (
     "TRAIN.BATCH_SIZE",
     "TEST.BATCH_SIZE",
-    "TRAIN.EVAL_PERIOD",
     "TRAIN.CHECKPOINT_PERIOD",
     "TEST.NUM_ENSEMBLE_VIEWS",
     "DATA.NUM_FRAMES",
@@ -124,6 +123,8 @@ def validate_cfg(cfg: CfgNode) -> None:
     _check(0 <= frac <= 1, "DATA.MAX_BAD_FRACTION", frac, "must be in [0, 1]")
     rate = cfg.MODEL.DROPOUT_RATE
     _check(0 <= rate < 1, "MODEL.DROPOUT_RATE", rate, "must be in [0, 1)")
+    period = cfg.TRAIN.EVAL_PERIOD
+    _check(period >= 0, "TRAIN.EVAL_PERIOD", period, "must be >= 0 (0: never)")
     minutes = cfg.TRAIN.CHECKPOINT_MINUTES
     _check(minutes >= 0, "TRAIN.CHECKPOINT_MINUTES", minutes, "must be >= 0 (0: off)")
     timeout = cfg.DIST_TIMEOUT_MINUTES

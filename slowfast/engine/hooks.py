@@ -41,7 +41,10 @@ logger = logging.getLogger(__name__)
 
 
 def is_due(epoch: int, period: int, max_epoch: int) -> bool:
-    """Whether an every-``period``-epochs action runs after ``epoch`` (and the last)."""
+    """Whether an every-``period``-epochs action runs after ``epoch`` (and the
+    last); never when ``period`` is 0."""
+    if period == 0:
+        return False
     return (epoch + 1) % period == 0 or epoch + 1 == max_epoch
 
 

@@ -105,7 +105,11 @@ class Trainer:
         self.train_loader = construct_loader(
             cfg, "train", plan_fn=self._plan, num_procs=world_size, rank=rank
         )
-        self.val_loader = construct_loader(cfg, "val", num_procs=world_size, rank=rank)
+        self.val_loader = None  # TRAIN.EVAL_PERIOD 0: no validation, no val split
+        if cfg.TRAIN.EVAL_PERIOD > 0:
+            self.val_loader = construct_loader(
+                cfg, "val", num_procs=world_size, rank=rank
+            )
         self.precise_loader = None
         if cfg.BN.USE_PRECISE_STATS:
             self.precise_loader = construct_loader(
@@ -203,8 +207,11 @@ class Trainer:
         hooks += [
             BufferSyncHook(self.net, self.ctx, eval_or_checkpoint_due),
             checkpoint,
-            EvalHook(cfg, self.ctx, self.net, self.val_loader, self.autocast),
         ]
+        if self.val_loader is not None:
+            hooks.append(
+                EvalHook(cfg, self.ctx, self.net, self.val_loader, self.autocast)
+            )
         if self.ctx.is_master and cfg.TENSORBOARD.ENABLE:
             log_dir = cfg.TENSORBOARD.LOG_DIR or os.path.join(
                 cfg.OUTPUT_DIR, f"runs-{cfg.TRAIN.DATASET}"
@@ -273,6 +280,8 @@ class Trainer:
     def _validate_if_missing(self) -> None:
         """Every epoch is trained: runs the final validation if the run that
         trained the last epoch was stopped before logging it."""
+        if self.val_loader is None:
+            return
         max_epoch = self.schedule.max_epoch
         done = False
         if self.ctx.is_master:

@@ -25,14 +25,17 @@ ARMS = {
     "short": (False, True),
     "long_short": (True, True),
 }
-# TRAIN.EVAL_PERIOD and CHECKPOINT_PERIOD of the study's training runs: larger
-# than any run, so only the last epoch (always done by the trainer) evaluates
-# and saves. The same value for every arm, so arms differ only in MULTIGRID.
+# TRAIN.CHECKPOINT_PERIOD of the study's training runs: larger than any run,
+# so only the last epoch (always done by the trainer) saves. TRAIN.EVAL_PERIOD
+# is 0: the training runs do not validate (the test process scores the final
+# checkpoint on the same videos), so no evaluation counts as training time.
+# The same values for every arm, so arms differ only in MULTIGRID.
 LAST_EPOCH_ONLY = 1_000_000
 RESULT_FILE = "study_result.json"
 CSV_FIELDS = (
     "arm", "budget", "seed", "epochs", "epochs_planned", "iterations",
     "iterations_planned", "train_s", "test_s", "epoch_time_s", "data_wait_share",
+    "train_gflop",
     "val_top1", "val_top5", "val_map", "test_top1", "test_top5", "test_map",
     "clips_per_s", "run_dir",
 )  # fmt: skip
@@ -180,7 +183,7 @@ def run_overrides(
         solver: the base config's SOLVER node.
         run_dir: the run's OUTPUT_DIR.
         keep_periods: keep the config's TRAIN.EVAL_PERIOD / CHECKPOINT_PERIOD
-            instead of evaluating and saving at the last epoch only.
+            instead of saving at the last epoch only and not validating.
 
     Returns:
         list: KEY VALUE strings.
@@ -191,7 +194,7 @@ def run_overrides(
     opts += budget_overrides(solver, run.budget)
     opts += ["RNG_SEED", str(run.seed), "OUTPUT_DIR", run_dir]
     if not keep_periods:
-        opts += ["TRAIN.EVAL_PERIOD", str(LAST_EPOCH_ONLY)]
+        opts += ["TRAIN.EVAL_PERIOD", "0"]
         opts += ["TRAIN.CHECKPOINT_PERIOD", str(LAST_EPOCH_ONLY)]
     return opts
 
@@ -221,7 +224,8 @@ def parse_stats(lines: Iterable[str]) -> dict:
         dict: ``epochs`` (train_epoch lines), ``iterations`` (from their
         ``shapes``; None without), ``epoch_time_s`` (sum of ``time_epoch``),
         ``data_wait_share`` (sum of ``time_data`` / sum of ``time_epoch``),
-        ``clips_per_s`` (shape -> clips / data+compute seconds), and the last
+        ``clips_per_s`` (shape -> clips / data+compute seconds),
+        ``clips_per_shape`` (shape -> clips trained), and the last
         val and test metrics as ``val_top1`` ... ``test_map`` (percent).
     """
     epochs, last = [], {}
@@ -253,6 +257,7 @@ def parse_stats(lines: Iterable[str]) -> dict:
         "clips_per_s": {
             shape: s["clips"] / s["time"] for shape, s in shapes.items() if s["time"]
         },
+        "clips_per_shape": {shape: s["clips"] for shape, s in shapes.items()},
     }
     result.update(_metrics("val", last.get("val_epoch")))
     result.update(_metrics("test", last.get("test_final")))
@@ -302,14 +307,16 @@ def aggregate(results: Sequence[dict], metric: str) -> list:
 
     Args:
         results: run results (``arm``, ``budget``, ``epochs``, ``iterations``,
-            ``train_s``, ``data_wait_share``, the metric, ``test_top5``).
+            ``train_s``, ``data_wait_share``, the metric, ``test_top5``;
+            ``train_gflop`` optional).
         metric: the accuracy field (see ``metric_key``).
 
     Returns:
         list: dicts with ``arm``, ``budget``, ``n``; ``spread`` tuples (or
         None) for ``epochs``, ``iterations``, ``train_s``, ``data_wait_share``,
-        ``metric`` and ``top5``; ``speedup_time`` and ``speedup_iters``
-        against the baseline at budget 1 (None when it is not in the study).
+        ``train_gflop``, ``metric`` and ``top5``; ``speedup_time``,
+        ``speedup_iters`` and ``speedup_compute`` against the baseline at
+        budget 1 (None when it is not in the study).
     """
     arms = list(dict.fromkeys(r["arm"] for r in results))
     groups: dict = {}
@@ -321,11 +328,16 @@ def aggregate(results: Sequence[dict], metric: str) -> list:
         row = {"arm": arm, "budget": budget, "n": len(runs)}
         for key in ("epochs", "iterations", "train_s", "data_wait_share"):
             row[key] = spread(r[key] for r in runs)
+        row["train_gflop"] = spread(r.get("train_gflop") for r in runs)
         row["metric"] = spread(r[metric] for r in runs)
         row["top5"] = spread(r["test_top5"] for r in runs)
         rows.append(row)
     ref = next((r for r in rows if r["arm"] == "baseline" and r["budget"] == 1), None)
-    speedups = (("speedup_time", "train_s"), ("speedup_iters", "iterations"))
+    speedups = (
+        ("speedup_time", "train_s"),
+        ("speedup_iters", "iterations"),
+        ("speedup_compute", "train_gflop"),
+    )
     for row in rows:
         for key, field in speedups:
             ok = ref is not None and ref[field] and row[field] and row[field][0]
@@ -347,12 +359,13 @@ def format_table(rows: Sequence[dict], multi_label: bool = False) -> str:
     """The Markdown table of ``aggregate`` rows, with a legend line."""
     acc = ["test mAP (%)"] if multi_label else ["test top-1 (%)", "test top-5 (%)"]
     headers = ["arm", "budget", "n", "epochs", "iterations", "train wall-clock (s)"]
-    headers += ["speedup (wall-clock)", "speedup (iterations)", "data wait (%)", *acc]
+    headers += ["speedup (wall-clock)", "speedup (iterations)", "speedup (compute)"]
+    headers += ["data wait (%)", *acc]
     lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
     for row in rows:
         speedups = [
             f"{row[k]:.2f}x" if row[k] is not None else "-"
-            for k in ("speedup_time", "speedup_iters")
+            for k in ("speedup_time", "speedup_iters", "speedup_compute")
         ]
         cells = [row["arm"], f"{row['budget']:g}x", str(row["n"])]
         cells += [_cell(row["epochs"], ".0f"), _cell(row["iterations"], ".0f")]
@@ -365,8 +378,10 @@ def format_table(rows: Sequence[dict], multi_label: bool = False) -> str:
     lines.append(
         "Mean over the n seeds (min-max). Budget: multiple of the base "
         "SOLVER.MAX_EPOCH (multigrid's EPOCH_FACTOR applies on top). Speedups: "
-        "the baseline at budget 1 over this row (means); data wait: time waiting "
-        "for the loader / training-loop time."
+        "the baseline at budget 1 over this row (means); compute: clips trained x "
+        "fvcore GFLOPs per clip at each shape (the speedup a perfectly efficient "
+        "machine would show); data wait: time waiting for the loader / "
+        "training-loop time."
     )
     return "\n".join(lines) + "\n"
 
