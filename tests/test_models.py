@@ -91,7 +91,10 @@ def test_non_local_blocks_are_placed_and_grouped():
     cfg = tiny_cfg("i3d_nl", "NONLOCAL.GROUP", "[[1], [2], [1], [1]]")
     model = build_model(cfg)
     names = [n for n, _ in model.named_children()]
-    assert names == ["s1", "s2", "pathway0_pool", "s3", "s4", "s5", "head"]
+    # input_norm holds no state-dict entries (non-persistent buffers).
+    assert names == [
+        "input_norm", "s1", "s2", "pathway0_pool", "s3", "s4", "s5", "head"
+    ]  # fmt: skip
     assert (
         hasattr(model.s3, "pathway0_nonlocal1")
         and model.s3.pathway0_nonlocal1.group == 2
@@ -157,6 +160,24 @@ def test_channels_last_matches_default_format(norm):
     cl.eval()
     with torch.no_grad():
         torch.testing.assert_close(cl(x), ref(x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["i3d", "slowfast"])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_uint8_clips_are_normalised_in_the_model(family, channels_last):
+    opts = ["DATA.MEAN", "[0.4, 0.5, 0.6]", "DATA.STD", "[0.2, 0.25, 0.3]"]
+    opts += ["MODEL.CHANNELS_LAST_3D", str(channels_last)]
+    cfg = tiny_cfg(family, *opts)
+    model = build_model(cfg).eval()
+    assert not any("input_norm" in key for key in model.state_dict())
+    torch.manual_seed(0)
+    clip = torch.randint(0, 256, (2, 3, 4, 32, 32), dtype=torch.uint8)
+    inputs = [clip[:, :, ::2], clip] if family == "slowfast" else [clip]
+    mean = torch.tensor([0.4, 0.5, 0.6]).view(1, 3, 1, 1, 1)
+    std = torch.tensor([0.2, 0.25, 0.3]).view(1, 3, 1, 1, 1)
+    floats = [(x.float() / 255 - mean) / std for x in inputs]
+    with torch.no_grad():
+        torch.testing.assert_close(model(inputs), model(floats), rtol=1e-4, atol=1e-5)
 
 
 def test_weight_init_follows_reference():

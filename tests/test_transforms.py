@@ -20,12 +20,13 @@ from slowfast.datasets.sampling import (
 from slowfast.datasets.transforms import (
     crop_resize,
     jitter_size,
-    normalize,
     pack_pathways,
     short_side_size,
     spatial_transform,
+    to_clip_layout,
     uniform_crop_offset,
 )
+from slowfast.models.input_norm import InputNormalizer
 from tests.video_utils import tiny_cfg
 
 
@@ -103,15 +104,28 @@ def test_flip_and_random_crop_are_seeded():
     assert no_flip[0, 1, 0, 0] < no_flip[0, 1, 0, -1]
 
 
-def test_normalize_and_reverse_channels():
+def test_clip_layout_and_model_normalisation_with_reversed_channels():
     frames = torch.tensor([0, 51, 255], dtype=torch.uint8).view(1, 3, 1, 1)
     mean, std = [0.1, 0.2, 0.3], [0.5, 0.25, 0.1]
-    out = normalize(frames, mean, std)
-    assert out.shape == (3, 1, 1, 1) and out.dtype == torch.float32
+    clip = to_clip_layout(frames)
+    assert clip.shape == (3, 1, 1, 1) and clip.dtype == torch.uint8
+    assert clip.is_contiguous()
+    out = InputNormalizer(mean, std)(clip[None])
+    assert out.shape == (1, 3, 1, 1, 1) and out.dtype == torch.float32
     expect = [(0 - 0.1) / 0.5, (0.2 - 0.2) / 0.25, (1 - 0.3) / 0.1]
     assert torch.allclose(out.flatten(), torch.tensor(expect), atol=1e-5)
-    rev = normalize(frames, mean, std, reverse_channels=True)
-    assert torch.allclose(rev.flatten(), torch.tensor(expect[::-1]), atol=1e-5)
+    # DATA.REVERSE_INPUT_CHANNEL: BGR clips, normalised with RGB statistics.
+    rev = to_clip_layout(frames, reverse_channels=True)
+    assert rev.flatten().tolist() == [255, 51, 0]
+    rev_out = InputNormalizer(mean[::-1], std[::-1])(rev[None])
+    assert torch.allclose(rev_out.flatten(), torch.tensor(expect[::-1]), atol=1e-5)
+    last = InputNormalizer(mean, std)(clip[None], channels_last=True)
+    assert last.is_contiguous(memory_format=torch.channels_last_3d)
+    assert torch.equal(last, out)
+    normalised = torch.randn(1, 3, 1, 1, 1)
+    assert InputNormalizer(mean, std)(normalised) is normalised  # float: as is
+    with pytest.raises(ValueError, match="DATA.MEAN and DATA.STD have 3"):
+        InputNormalizer(mean, std)(torch.zeros(1, 2, 1, 1, 1, dtype=torch.uint8))
 
 
 def test_pack_pathways():

@@ -17,12 +17,12 @@ deterministic view per video (centre clip, centre crop at the test scale);
 video-major, then temporal view, then crop.
 
 Each item is ``(frames, label, index, extras)``: ``frames`` is the list of
-pathway tensors ``[C, T, H, W]``, ``label`` an int or a multi-hot float
-tensor, ``index`` the entry that was loaded (a replacement's index when a
-training video failed), ``extras`` a dict with ``video_idx``,
-``temporal_idx`` (-1: random), ``spatial_idx`` (-1: random; 0 left/top,
-1 centre, 2 right/bottom) and ``num_failed`` (videos that failed before this
-item loaded).
+uint8 pathway tensors ``[C, T, H, W]`` (the models normalise them), ``label``
+an int or a multi-hot float tensor, ``index`` the entry that was loaded (a
+replacement's index when a training video failed), ``extras`` a dict with
+``video_idx``, ``temporal_idx`` (-1: random), ``spatial_idx`` (-1: random; 0
+left/top, 1 centre, 2 right/bottom) and ``num_failed`` (videos that failed
+before this item loaded).
 """
 
 import logging
@@ -41,9 +41,9 @@ from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError, label_problem
 from slowfast.datasets.transforms import (
     jitter_size,
-    normalize,
     pack_pathways,
     spatial_transform,
+    to_clip_layout,
 )
 from slowfast.models.describe import describe_model
 
@@ -287,8 +287,7 @@ class VideoDataset(Dataset):
     def _finish(self, frames, short_side, crop, spatial_idx, rng) -> List[torch.Tensor]:
         flip = spatial_idx == -1 and self.cfg.DATA.RANDOM_FLIP
         out = spatial_transform(frames, short_side, crop, spatial_idx, flip, rng)
-        data = self.cfg.DATA
-        out = normalize(out, data.MEAN, data.STD, data.REVERSE_INPUT_CHANNEL)
+        out = to_clip_layout(out, self.cfg.DATA.REVERSE_INPUT_CHANNEL)
         return pack_pathways(out, self._model.num_pathways > 1, self._model.alpha)
 
     def _report(self, index: int, err: DecodeError) -> None:

@@ -4,13 +4,15 @@ The geometry follows PySlowFast: resize the short side (random in a range at
 training, fixed at test), crop (random at training; left/top, centre or
 right/bottom at test), optional horizontal flip. For speed the crop window is
 mapped back to the source frames and only that window is resized, in one
-``interpolate`` call on uint8 channels-last data; normalisation comes last, on
-the small crop (it commutes with bilinear resizing).
+``interpolate`` call on uint8 channels-last data. Clips stay uint8: the models
+normalise them (``slowfast/models/input_norm.py``), after the batch has left
+the loader workers (normalisation commutes with bilinear resizing and
+cropping).
 """
 
 import math
 import random
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -128,34 +130,25 @@ def crop_resize(
     )
 
 
-def normalize(
-    frames: torch.Tensor,
-    mean: Sequence[float],
-    std: Sequence[float],
-    reverse_channels: bool = False,
+def to_clip_layout(
+    frames: torch.Tensor, reverse_channels: bool = False
 ) -> torch.Tensor:
-    """uint8 ``[T, C, H, W]`` -> float ``[C, T, H, W]`` of ``(x / 255 - mean) / std``.
+    """uint8 ``[T, C, H, W]`` -> contiguous uint8 ``[C, T, H, W]``, the layout
+    the models take (they normalise it: ``models/input_norm.py``).
 
     Args:
-        frames: uint8 frames (any memory layout).
-        mean: per-channel mean (RGB, pixels in [0, 1]).
-        std: per-channel std.
-        reverse_channels: return the channels in reverse order (RGB -> BGR),
-            after normalising with the RGB statistics, as the reference does.
+        frames: uint8 frames (any memory layout), RGB.
+        reverse_channels: return the channels in reverse order (BGR), as the
+            reference's DATA.REVERSE_INPUT_CHANNEL; the models then normalise
+            with the statistics reversed too.
 
     Returns:
-        torch.Tensor: contiguous float32 ``[C, T, H, W]``.
+        torch.Tensor: contiguous uint8 ``[C, T, H, W]``.
     """
     src = frames.permute(1, 0, 2, 3)
-    scale = torch.tensor([1.0 / (255.0 * s) for s in std], dtype=torch.float32)
-    bias = torch.tensor([-m / s for m, s in zip(mean, std)], dtype=torch.float32)
     if reverse_channels:
-        order = torch.arange(src.shape[0] - 1, -1, -1)
-        src, scale, bias = src.index_select(0, order), scale[order], bias[order]
-    out = torch.empty(src.shape, dtype=torch.float32)
-    out.copy_(src)
-    out.mul_(scale.view(-1, 1, 1, 1)).add_(bias.view(-1, 1, 1, 1))
-    return out
+        src = src.flip(0)
+    return src.contiguous()
 
 
 def spatial_transform(

@@ -1,11 +1,12 @@
 """The stem (res1): conv, BN, ReLU and spatial max-pool, one per pathway."""
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 from torch import nn
 
 from slowfast.models.conv import TimeTrimmedConv3d
+from slowfast.models.input_norm import InputNormalizer
 from slowfast.models.norm import NormFactory
 
 
@@ -86,14 +87,19 @@ class VideoModelStem(nn.Module):
 
 
 def prepare_pathways(
-    x: Sequence[torch.Tensor], num_pathways: int, channels_last: bool
+    x: Sequence[torch.Tensor],
+    num_pathways: int,
+    channels_last: bool,
+    normalizer: Optional[InputNormalizer] = None,
 ) -> List[torch.Tensor]:
-    """Checks a model's input list and sets its memory format.
+    """Checks a model's input list, normalises uint8 clips, sets the memory format.
 
     Args:
-        x: the pathway tensors, each [N, C, T, H, W].
+        x: the pathway tensors, each [N, C, T, H, W]: uint8 clips (normalised
+            here) or normalised float tensors.
         num_pathways: how many the model takes.
         channels_last: convert them to ``torch.channels_last_3d``.
+        normalizer: the model's input normalisation (None: inputs are float).
 
     Returns:
         list[torch.Tensor]: the inputs, ready for the stem.
@@ -118,6 +124,8 @@ def prepare_pathways(
                 f"pathway {p} input has shape {tuple(t.shape)}; expected "
                 "[N, C, T, H, W]"
             )
+    if normalizer is not None:
+        x = [normalizer(t, channels_last) for t in x]
     if channels_last:
         return [t.contiguous(memory_format=torch.channels_last_3d) for t in x]
     return list(x)
