@@ -1,6 +1,7 @@
 """Distributed helpers: single-process fallbacks and a 2-process CPU launch."""
 
 import os
+import time
 
 import pytest
 import torch
@@ -50,6 +51,9 @@ def _collectives_job(cfg, rank, world_size):
 def _failing_job(cfg, rank, world_size):
     if rank == 1:
         raise ValueError("rank 1 failed on purpose")
+    # Rank 0 would otherwise reach the process group's teardown and fail there
+    # (peer gone), racing rank 1 to be the error reported.
+    time.sleep(5)
 
 
 def _single_job(cfg, rank, world_size):

@@ -5,13 +5,16 @@ from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
 from torch import nn
 
+from slowfast.models.input_norm import ensure_input_norm
 from slowfast.models.memory_format import uses_channels_last_3d
 
 MODEL_REGISTRY = Registry("MODEL")
 MODEL_REGISTRY.__doc__ = """Video models by MODEL.MODEL_NAME.
 
 A registered class is constructed as ``cls(cfg)`` and takes a list of pathway
-tensors [N, C, T, H, W] in its forward.
+tensors [N, C, T, H, W] in its forward: normalised float clips (build_model
+normalises the datasets' uint8 clips for it) unless it has its own
+``input_norm``.
 """
 
 
@@ -20,8 +23,10 @@ def build_model(cfg: CfgNode) -> nn.Module:
 
     Weights are initialised and set in the memory format that
     ``memory_format.uses_channels_last_3d`` picks (the model's forward converts
-    its inputs to it). The caller moves the model to its device and wraps it
-    for DDP.
+    its inputs to it). A model without its own ``input_norm`` gets one that
+    normalises the datasets' uint8 clips before its forward
+    (``input_norm.ensure_input_norm``). The caller moves the model to its
+    device and wraps it for DDP.
 
     Args:
         cfg: the run's config.
@@ -37,7 +42,7 @@ def build_model(cfg: CfgNode) -> nn.Module:
     if name not in MODEL_REGISTRY:
         known = sorted(k for k, _ in MODEL_REGISTRY)
         raise ValueError(f"MODEL.MODEL_NAME = {name!r}: must be one of {known}")
-    model = MODEL_REGISTRY.get(name)(cfg)
+    model = ensure_input_norm(MODEL_REGISTRY.get(name)(cfg), cfg)
     if uses_channels_last_3d(cfg):
         model = model.to(memory_format=torch.channels_last_3d)
     return model

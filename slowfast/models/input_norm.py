@@ -68,3 +68,31 @@ class InputNormalizer(nn.Module):
         )
         out.copy_(x)  # one pass: type and layout
         return out.mul_(self.scale).add_(self.bias)
+
+
+def _normalize_inputs(module: nn.Module, args: tuple):
+    """Forward pre-hook: normalises the uint8 tensors of the input list."""
+    if not args or not isinstance(args[0], (list, tuple)):
+        return None
+    return ([module.input_norm(t) for t in args[0]], *args[1:])
+
+
+def ensure_input_norm(model: nn.Module, cfg: CfgNode) -> nn.Module:
+    """Gives a model that does not normalise its inputs itself (one registered
+    from outside the package, written for normalised float clips) an
+    ``input_norm`` and a forward pre-hook that normalises uint8 clips, so it
+    trains on the datasets' uint8 clips unchanged. Models with their own
+    ``input_norm`` (ours) are returned as they are.
+
+    Args:
+        model: a freshly built model.
+        cfg: the run's config (DATA.MEAN, DATA.STD, REVERSE_INPUT_CHANNEL).
+
+    Returns:
+        nn.Module: the same model.
+    """
+    if isinstance(getattr(model, "input_norm", None), InputNormalizer):
+        return model
+    model.add_module("input_norm", InputNormalizer.from_cfg(cfg))
+    model.register_forward_pre_hook(_normalize_inputs)
+    return model
