@@ -119,7 +119,7 @@ def test_clip_layout_and_model_normalisation_with_reversed_channels():
     assert rev.flatten().tolist() == [255, 51, 0]
     rev_out = InputNormalizer(mean[::-1], std[::-1])(rev[None])
     assert torch.allclose(rev_out.flatten(), torch.tensor(expect[::-1]), atol=1e-5)
-    last = InputNormalizer(mean, std)(clip[None], channels_last=True)
+    last = InputNormalizer(mean, std, channels_last=True)(clip[None])
     assert last.is_contiguous(memory_format=torch.channels_last_3d)
     assert torch.equal(last, out)
     normalised = torch.randn(1, 3, 1, 1, 1)

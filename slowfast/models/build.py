@@ -5,7 +5,7 @@ from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
 from torch import nn
 
-from slowfast.models.input_norm import ensure_input_norm
+from slowfast.models.input_norm import attach_input_norm
 from slowfast.models.memory_format import uses_channels_last_3d
 
 MODEL_REGISTRY = Registry("MODEL")
@@ -13,8 +13,7 @@ MODEL_REGISTRY.__doc__ = """Video models by MODEL.MODEL_NAME.
 
 A registered class is constructed as ``cls(cfg)`` and takes a list of pathway
 tensors [N, C, T, H, W] in its forward: normalised float clips (build_model
-normalises the datasets' uint8 clips for it) unless it has its own
-``input_norm``.
+adds the step that normalises the datasets' uint8 clips for it).
 """
 
 
@@ -23,10 +22,9 @@ def build_model(cfg: CfgNode) -> nn.Module:
 
     Weights are initialised and set in the memory format that
     ``memory_format.uses_channels_last_3d`` picks (the model's forward converts
-    its inputs to it). A model without its own ``input_norm`` gets one that
-    normalises the datasets' uint8 clips before its forward
-    (``input_norm.ensure_input_norm``). The caller moves the model to its
-    device and wraps it for DDP.
+    its inputs to it). Every model gets an ``input_norm`` that normalises the
+    datasets' uint8 clips before its forward (``input_norm.attach_input_norm``).
+    The caller moves the model to its device and wraps it for DDP.
 
     Args:
         cfg: the run's config.
@@ -42,7 +40,7 @@ def build_model(cfg: CfgNode) -> nn.Module:
     if name not in MODEL_REGISTRY:
         known = sorted(k for k, _ in MODEL_REGISTRY)
         raise ValueError(f"MODEL.MODEL_NAME = {name!r}: must be one of {known}")
-    model = ensure_input_norm(MODEL_REGISTRY.get(name)(cfg), cfg)
+    model = attach_input_norm(MODEL_REGISTRY.get(name)(cfg), cfg)
     if uses_channels_last_3d(cfg):
         model = model.to(memory_format=torch.channels_last_3d)
     return model

@@ -12,7 +12,6 @@ from slowfast.models.build import MODEL_REGISTRY
 from slowfast.models.describe import ModelInfo, resnet_spatial_stride
 from slowfast.models.head import ResNetBasicHead
 from slowfast.models.init import init_weights
-from slowfast.models.input_norm import InputNormalizer
 from slowfast.models.memory_format import uses_channels_last_3d
 from slowfast.models.norm import get_norm
 from slowfast.models.stem import VideoModelStem, prepare_pathways
@@ -62,9 +61,7 @@ class ResNet(nn.Module):
     Layout (state-dict names as the reference): ``s1`` stem, ``s2`` (res2),
     ``pathway0_pool`` (temporal max-pool, 2 for c2d/i3d, 1 for slow), ``s3`` ..
     ``s5``, ``head``. Non-local blocks follow the blocks NONLOCAL.LOCATION
-    names. Input: ``[x]`` with x of shape [N, C, T, H, W], any T, H, W: a
-    uint8 clip (normalised by DATA.MEAN / STD first, ``input_norm``) or a
-    normalised float tensor.
+    names. Input: ``[x]`` with x of shape [N, C, T, H, W], any T, H, W.
 
     Args:
         cfg: the run's config.
@@ -82,7 +79,6 @@ class ResNet(nn.Module):
         layout = arch_layout(cfg, self.num_pathways)
         opts = block_options(cfg)
         self.channels_last = uses_channels_last_3d(cfg)
-        self.input_norm = InputNormalizer.from_cfg(cfg)
         width = cfg.RESNET.WIDTH_PER_GROUP
         inner = cfg.RESNET.NUM_GROUPS * width
         channels = per_pathway(
@@ -123,7 +119,7 @@ class ResNet(nn.Module):
             torch.Tensor: [N, NUM_CLASSES] logits (training) or activated
             scores (eval).
         """
-        x = prepare_pathways(x, self.num_pathways, self.channels_last, self.input_norm)
+        x = prepare_pathways(x, self.num_pathways, self.channels_last)
         x = self.s2(self.s1(x))
         x = [self.pathway0_pool(x[0])]
         x = self.s5(self.s4(self.s3(x)))

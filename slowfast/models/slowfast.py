@@ -12,7 +12,6 @@ from slowfast.models.build import MODEL_REGISTRY
 from slowfast.models.describe import ModelInfo, resnet_spatial_stride
 from slowfast.models.fusion import FuseFastToSlow
 from slowfast.models.init import init_weights
-from slowfast.models.input_norm import InputNormalizer
 from slowfast.models.memory_format import uses_channels_last_3d
 from slowfast.models.resnet import block_options, make_head
 from slowfast.models.stem import VideoModelStem, prepare_pathways
@@ -25,8 +24,7 @@ class SlowFast(nn.Module):
     The fast pathway has SLOWFAST.BETA_INV times fewer channels and
     SLOWFAST.ALPHA times more frames; each ``s{n}_fuse`` concatenates a
     time-strided conv of the fast features to the slow ones. Input:
-    ``[slow, fast]`` tensors [N, C, T, H, W] with T_fast = ALPHA * T_slow,
-    uint8 clips (normalised first, ``input_norm``) or normalised floats.
+    ``[slow, fast]`` tensors [N, C, T, H, W] with T_fast = ALPHA * T_slow.
 
     Args:
         cfg: the run's config.
@@ -50,7 +48,6 @@ class SlowFast(nn.Module):
         layout = arch_layout(cfg, self.num_pathways)
         opts = block_options(cfg)
         self.channels_last = uses_channels_last_3d(cfg)
-        self.input_norm = InputNormalizer.from_cfg(cfg)
         width = cfg.RESNET.WIDTH_PER_GROUP
         inner = cfg.RESNET.NUM_GROUPS * width
         beta_inv = cfg.SLOWFAST.BETA_INV
@@ -120,7 +117,7 @@ class SlowFast(nn.Module):
             torch.Tensor: [N, NUM_CLASSES] logits (training) or activated
             scores (eval).
         """
-        x = prepare_pathways(x, self.num_pathways, self.channels_last, self.input_norm)
+        x = prepare_pathways(x, self.num_pathways, self.channels_last)
         x = self.s1_fuse(self.s1(x))
         x = self.s2_fuse(self.s2(x))
         x = [self.pathway0_pool(x[0]), self.pathway1_pool(x[1])]

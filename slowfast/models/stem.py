@@ -1,12 +1,11 @@
 """The stem (res1): conv, BN, ReLU and spatial max-pool, one per pathway."""
 
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 import torch
 from torch import nn
 
 from slowfast.models.conv import TimeTrimmedConv3d
-from slowfast.models.input_norm import InputNormalizer
 from slowfast.models.norm import NormFactory
 
 
@@ -87,19 +86,14 @@ class VideoModelStem(nn.Module):
 
 
 def prepare_pathways(
-    x: Sequence[torch.Tensor],
-    num_pathways: int,
-    channels_last: bool,
-    normalizer: Optional[InputNormalizer] = None,
+    x: Sequence[torch.Tensor], num_pathways: int, channels_last: bool
 ) -> List[torch.Tensor]:
-    """Checks a model's input list, normalises uint8 clips, sets the memory format.
+    """Checks a model's input list and sets its memory format.
 
     Args:
-        x: the pathway tensors, each [N, C, T, H, W]: uint8 clips (normalised
-            here) or normalised float tensors.
+        x: the pathway tensors, each [N, C, T, H, W].
         num_pathways: how many the model takes.
         channels_last: convert them to ``torch.channels_last_3d``.
-        normalizer: the model's input normalisation (None: inputs are float).
 
     Returns:
         list[torch.Tensor]: the inputs, ready for the stem.
@@ -124,8 +118,6 @@ def prepare_pathways(
                 f"pathway {p} input has shape {tuple(t.shape)}; expected "
                 "[N, C, T, H, W]"
             )
-    if normalizer is not None:
-        x = [normalizer(t, channels_last) for t in x]
     if channels_last:
         return [t.contiguous(memory_format=torch.channels_last_3d) for t in x]
     return list(x)
