@@ -90,6 +90,27 @@ def test_multigrid_refuses_a_model_of_one_shape_before_any_work(tmp_path):
     assert not (tmp_path / "out" / "config.yaml").exists()
 
 
+class OwnNormNet(ToyVideoNet):
+    """A registered model with an attribute of the name build_model adds."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.input_norm = torch.nn.Identity()
+
+
+def test_build_model_refuses_a_model_with_its_own_input_norm(tmp_path):
+    from slowfast.models import MODEL_REGISTRY
+
+    if "OwnNormNet" not in MODEL_REGISTRY:
+        MODEL_REGISTRY.register(OwnNormNet)
+    cfg = _cfg(
+        "Kinetics_I3D_tiny.yaml", tmp_path, tmp_path / "out",
+        ["MODEL.MODEL_NAME", "OwnNormNet"],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="OwnNormNet has an attribute 'input_norm'"):
+        build_model(cfg)
+
+
 class _StepCounter(HookBase):
     """A hook with state: counts steps over the whole run."""
 
