@@ -72,10 +72,7 @@ class InputNormalizer(nn.Module):
                 f"input has {x.shape[1]} channels; DATA.MEAN and DATA.STD have "
                 f"{self.scale.shape[1]}"
             )
-        if self.channels_last:
-            fmt = torch.channels_last_3d
-        else:
-            fmt = torch.contiguous_format
+        fmt = torch.channels_last_3d if self.channels_last else torch.contiguous_format
         out = torch.empty(
             x.shape, dtype=torch.float32, device=x.device, memory_format=fmt
         )
