@@ -1,5 +1,6 @@
 """Tests of the training loop and its hooks with fake steps and loaders."""
 
+import copy
 import math
 
 import pytest
@@ -211,3 +212,27 @@ def test_optimizer_groups_come_from_the_model():
 
     own = construct_optimizer(OwnGroups(), cfg).param_groups
     assert len(own) == 1 and own[0]["weight_decay"] == 0.5
+
+
+def test_sgd_updates_all_parameters_at_once_with_the_per_tensor_result():
+    from slowfast.engine.optimizer import construct_optimizer
+
+    cfg = load_config(opts=["SOLVER.WEIGHT_DECAY", "0.001", "SOLVER.MOMENTUM", "0.9"])
+    torch.manual_seed(0)
+    start = nn.Sequential(nn.Conv3d(3, 4, 3), nn.BatchNorm3d(4), nn.Conv3d(4, 2, 1))
+    x = torch.randn(2, 3, 4, 6, 6)
+    finals = []
+    for foreach in (True, False):
+        model = copy.deepcopy(start)
+        opt = construct_optimizer(model, cfg)
+        assert all(g["foreach"] is True for g in opt.param_groups)
+        for g in opt.param_groups:
+            g["foreach"] = foreach
+        for _ in range(3):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+        finals.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    initial = torch.cat([p.detach().flatten() for p in start.parameters()])
+    assert not torch.equal(finals[0], initial)
+    assert torch.equal(finals[0], finals[1])
