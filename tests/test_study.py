@@ -213,6 +213,24 @@ def test_aggregate_table_csv_and_eta():
     assert eta == pytest.approx(50 + 50 + 200)
 
 
+def test_config_differences_cover_the_run_and_its_test_only():
+    planned = load_config([DEMO_MULTIGRID])
+    stored = json.loads(json.dumps(planned))  # as config.yaml loads: plain dicts
+    assert st.config_differences(planned, stored) == []
+    stored["TEST"]["CHECKPOINT_FILE_PATH"] = "elsewhere.pyth"  # the test's own
+    stored["TEST"]["ENABLE"] = not planned.TEST.ENABLE
+    stored["OUTPUT_DIR"] = "another/folder"
+    stored["TRAIN"]["EVAL_PERIOD"] = 3
+    assert st.config_differences(planned, stored) == []
+    stored["RESNET"]["SPATIAL_STRIDES"] = [[1], [2], [2], [2]]
+    stored["TEST"]["NUM_SPATIAL_CROPS"] = 1
+    stored["DATA"]["PATH_TO_DATA_DIR"] = "other/data"
+    keys = [key for key, _, _ in st.config_differences(planned, stored)]
+    assert sorted(keys) == [
+        "DATA.PATH_TO_DATA_DIR", "RESNET.SPATIAL_STRIDES", "TEST.NUM_SPATIAL_CROPS"
+    ]  # fmt: skip
+
+
 # ----------------------------------------------------------------------- CLI
 def test_command_line_errors_exit_2_with_one_line(tmp_path, capsys):
     study = _study_module()
@@ -321,3 +339,12 @@ def test_tiny_study_end_to_end_and_rerun_skips(
     assert text.count("finished before, skipped") == 4 and "ETA" not in text
     assert [p.stat().st_mtime_ns for p in ckpts] == mtimes
     assert (out / "table.md").read_text().splitlines() == table
+
+    # Another recipe in the same folder: refused before any run, nothing mixed.
+    assert study.main(argv + ["SOLVER.BASE_LR", "0.02"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {out / 'runs'}")
+    assert "was made with another config (SOLVER.BASE_LR 0.02 here" in err[0]
+    assert "ETA" not in captured.out
+    assert [p.stat().st_mtime_ns for p in ckpts] == mtimes

@@ -30,12 +30,16 @@ shape) gives the table's "speedup (compute)": what a perfectly efficient
 machine would show.
 
 Each finished run writes ``study_result.json`` in its folder and is skipped
-by later invocations (stop the study any time and run the same command again);
-a run folder without a result is moved aside to ``<name>.stale-<time>`` and
-run again. DIR (default: the config's OUTPUT_DIR + ``_study``) gets
-``runs.csv``, ``runs.json``, ``table.md`` and ``plot.png`` for the runs of
-this command line. Exit status: 0, 1 when a run failed, 2 for a bad command
-line or config (before any run starts).
+by later invocations (stop the study any time and run the same command again),
+once its ``config.yaml`` is checked against the planned config: a finished run
+made with another config (an edited config file, other overrides, another
+data folder or test views) stops the study before any run, so that old and
+new results do not mix. A run folder without a result is moved aside to
+``<name>.stale-<time>`` and run again. DIR (default: the config's OUTPUT_DIR +
+``_study``) gets ``runs.csv``, ``runs.json``, ``table.md`` and ``plot.png`` for
+the runs of this command line. Exit status: 0, 1 when a run failed, 2 for a
+bad command line or config or a finished run made with another config (before
+any run starts).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from slowfast.multigrid import study as st
 from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.multigrid.compute import model_gflops_fn, training_gflops
 from slowfast.utils import checkpoint as cu
+from slowfast.utils import fingerprint as fp
 from slowfast.utils.distributed import procs_per_machine
 from slowfast.utils.parser import load_config_from_args
 from slowfast.utils.parser import parse_args as parse_run_args
@@ -256,6 +261,42 @@ def execute(p: PlannedRun) -> dict:
     return result
 
 
+def load_finished(planned: list) -> dict:
+    """The results of the planned runs that finished before.
+
+    Args:
+        planned: the ``PlannedRun`` list.
+
+    Returns:
+        dict: ``Run`` -> its ``study_result.json``.
+
+    Raises:
+        ValueError: a finished run was made with another config than the one
+            planned for it (its result would be mixed into this study's).
+    """
+    results = {}
+    for p in planned:
+        if not os.path.isfile(p.result_path):
+            continue
+        saved = os.path.join(p.run_dir, "config.yaml")
+        if not os.path.isfile(saved):
+            raise ValueError(
+                f"{p.run_dir} has a result but no config.yaml to check it against; "
+                "move the folder away or pass another --out"
+            )
+        with open(saved) as f:
+            diffs = st.config_differences(p.cfg, fp.cfg_from_dump(f.read()))
+        if diffs:
+            raise ValueError(
+                f"{p.run_dir} was made with another config "
+                f"({fp.describe_differences(diffs, where='the run')}); "
+                "move the folder away or pass another --out"
+            )
+        with open(p.result_path) as f:
+            results[p.run] = json.load(f)
+    return results
+
+
 def _clock(seconds: Optional[float]) -> str:
     if seconds is None:
         return "ETA unknown"
@@ -355,18 +396,16 @@ def main(argv: Optional[list] = None) -> int:
                 "    test:  " + shlex.join(p.command(testing_overrides(p.checkpoint)))
             )
         return 0
-    results: dict = {}
-    for p in planned:
-        if os.path.isfile(p.result_path):
-            with open(p.result_path) as f:
-                results[p.run] = json.load(f)
+    try:
+        results = load_finished(planned)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     failed = []
     for i, p in enumerate(planned, 1):
         label = f"[{i}/{total}] {p.run.arm} budget {p.run.budget} seed {p.run.seed}"
         if p.run in results:
             print(f"{label}: finished before, skipped ({p.result_path})")
-            if results[p.run].get("args") != p.args:
-                print("    warning: it was made with other arguments; move it away")
             continue
         done = [
             (r["arm"], r["budget"], r["train_s"] + r["test_s"])

@@ -18,6 +18,8 @@ from typing import Iterable, Optional, Sequence
 
 from fvcore.common.config import CfgNode
 
+from slowfast.utils import fingerprint as fp
+
 # Arm name -> (MULTIGRID.LONG_CYCLE, MULTIGRID.SHORT_CYCLE).
 ARMS = {
     "baseline": (False, False),
@@ -197,6 +199,38 @@ def run_overrides(
         opts += ["TRAIN.EVAL_PERIOD", "0"]
         opts += ["TRAIN.CHECKPOINT_PERIOD", str(LAST_EPOCH_ONLY)]
     return opts
+
+
+# Keys outside the run's fingerprint that decide its test result: the data and
+# the test views (the test's own batch size, checkpoint and outputs do not).
+_TEST_KEYS = ("DATA.PATH_TO_DATA_DIR", "DATA.PATH_PREFIX", "TEST.")
+_NOT_TEST_KEYS = (
+    "TEST.ENABLE", "TEST.CHECKPOINT_FILE_PATH", "TEST.SAVE_RESULTS_PATH",
+    "TEST.BATCH_SIZE", "TEST.RERUN",
+)  # fmt: skip
+
+
+def config_differences(planned: CfgNode, stored: dict) -> list:
+    """What a finished run was made with that a planned run would not be.
+
+    Args:
+        planned: the planned run's config.
+        stored: the finished run's ``config.yaml``, loaded.
+
+    Returns:
+        list: ``(key, planned value, stored value)`` for every key of the run's
+        fingerprint (``slowfast.utils.fingerprint``) or of its test (data
+        paths, views) that differs; empty when the run can be reused.
+    """
+    diffs = fp.differences(planned, stored)
+    ours, theirs = fp.flatten(planned), fp.flatten(stored)
+    for key in sorted(set(ours) & set(theirs)):
+        if key.startswith(_TEST_KEYS) and key not in _NOT_TEST_KEYS:
+            here = json.loads(json.dumps(ours[key], default=str))
+            there = json.loads(json.dumps(theirs[key], default=str))
+            if here != there:
+                diffs.append((key, here, there))
+    return diffs
 
 
 def _metrics(prefix: str, stats: Optional[dict]) -> dict:

@@ -42,12 +42,13 @@ NOT_THE_RUN = (
 )
 
 
-def _flatten(node: Any, prefix: str = "") -> Dict[str, Any]:
+def flatten(node: Any, prefix: str = "") -> Dict[str, Any]:
+    """A nested config as one level of dotted keys (``"SOLVER.BASE_LR"``)."""
     flat: Dict[str, Any] = {}
     for key, value in node.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
-            flat.update(_flatten(value, name + "."))
+            flat.update(flatten(value, name + "."))
         else:
             flat[name] = list(value) if isinstance(value, tuple) else value
     return flat
@@ -60,7 +61,7 @@ def run_definition(cfg: Any) -> Dict[str, Any]:
         cfg: a CfgNode, or a config dict (e.g. a checkpoint's YAML, loaded).
     """
     # Through JSON: tuples and lists (a CfgNode's and a YAML file's) compare equal.
-    flat = json.loads(json.dumps(_flatten(cfg), default=str))
+    flat = json.loads(json.dumps(flatten(cfg), default=str))
     return {
         key: value
         for key, value in flat.items()
@@ -117,10 +118,12 @@ def cfg_from_dump(text: str) -> Dict[str, Any]:
     return (yaml.safe_load(text) or {}) if text else {}
 
 
-def describe_differences(diffs: List[Tuple[str, Any, Any]], limit: int = 4) -> str:
+def describe_differences(
+    diffs: List[Tuple[str, Any, Any]], limit: int = 4, where: str = "the checkpoint"
+) -> str:
     """``"SOLVER.BASE_LR 0.1 here, 0.2 in the checkpoint; ..."`` (a few)."""
     shown = [
-        f"{key} {here!r} here, {there!r} in the checkpoint"
+        f"{key} {here!r} here, {there!r} in {where}"
         for key, here, there in diffs[:limit]
     ]
     more = f" and {len(diffs) - limit} more" if len(diffs) > limit else ""
@@ -131,7 +134,7 @@ def test_settings(cfg: Any) -> str:
     """A short hash of what decides a test's result besides the checkpoint."""
     keys = {
         key: value
-        for key, value in _flatten(cfg).items()
+        for key, value in flatten(cfg).items()
         if key.startswith(("TEST.", "DATA."))
         and key not in ("TEST.RERUN", "TEST.ENABLE", "TEST.SAVE_RESULTS_PATH")
         and not key.startswith("TEST.BATCH")
