@@ -18,8 +18,11 @@ alternately in one process (``tools/benchmark_loader.py --model-only
 0.68-0.76x the contiguous step with 2 threads on the idle machine, and with
 another training job sharing the CPU at 0.68-0.74x with 1 thread and
 0.69-0.75x with 2 (OMP_WAIT_POLICY=PASSIVE); with 1 thread 0.70-0.78x for
-Kinetics_SLOWFAST_tiny and 0.61-0.68x for Kinetics_C2D_tiny. Inference at the
-test view was within 10% either way. Contiguous
+Kinetics_SLOWFAST_tiny and 0.61-0.68x for Kinetics_C2D_tiny (all with res5
+stride 2). With the demo's res5 stride 1 (commit ce16b93; the same command,
+two runs, medians of 10 steps, spreads 8-19%) channels_last_3d ran at
+0.91-1.03x the contiguous step: no faster, so the default stays. Inference at
+the test view was within 10% either way. Contiguous
 activations take the fused sub-batch BN path (``norm.SubBatchNorm3d``) and
 the 2-frame convolution (``conv.TimeTrimmedConv3d``); before those existed,
 channels_last_3d was ahead only at the 2-frame shape.
