@@ -217,7 +217,7 @@ def test_config_differences_cover_the_run_and_its_test_only():
     planned = load_config([DEMO_MULTIGRID])
     stored = json.loads(json.dumps(planned))  # as config.yaml loads: plain dicts
     assert st.config_differences(planned, stored) == []
-    stored["TEST"]["CHECKPOINT_FILE_PATH"] = "elsewhere.pyth"  # the test's own
+    stored["TEST"]["BATCH_SIZE"] = 3  # the test's own
     stored["TEST"]["ENABLE"] = not planned.TEST.ENABLE
     stored["OUTPUT_DIR"] = "another/folder"
     stored["TRAIN"]["EVAL_PERIOD"] = 3

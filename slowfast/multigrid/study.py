@@ -201,15 +201,6 @@ def run_overrides(
     return opts
 
 
-# Keys outside the run's fingerprint that decide its test result: the data and
-# the test views (the test's own batch size, checkpoint and outputs do not).
-_TEST_KEYS = ("DATA.PATH_TO_DATA_DIR", "DATA.PATH_PREFIX", "TEST.")
-_NOT_TEST_KEYS = (
-    "TEST.ENABLE", "TEST.CHECKPOINT_FILE_PATH", "TEST.SAVE_RESULTS_PATH",
-    "TEST.BATCH_SIZE", "TEST.RERUN",
-)  # fmt: skip
-
-
 def config_differences(planned: CfgNode, stored: dict) -> list:
     """What a finished run was made with that a planned run would not be.
 
@@ -218,19 +209,18 @@ def config_differences(planned: CfgNode, stored: dict) -> list:
         stored: the finished run's ``config.yaml``, loaded.
 
     Returns:
-        list: ``(key, planned value, stored value)`` for every key of the run's
-        fingerprint (``slowfast.utils.fingerprint``) or of its test (data
-        paths, views) that differs; empty when the run can be reused.
+        list: ``(key, planned value, stored value)``, by key, for every key of
+        the run's definition or of its test's (``slowfast.utils.fingerprint``:
+        data paths, views) that differs; empty when the run can be reused.
     """
     diffs = fp.differences(planned, stored)
-    ours, theirs = fp.flatten(planned), fp.flatten(stored)
-    for key in sorted(set(ours) & set(theirs)):
-        if key.startswith(_TEST_KEYS) and key not in _NOT_TEST_KEYS:
-            here = json.loads(json.dumps(ours[key], default=str))
-            there = json.loads(json.dumps(theirs[key], default=str))
-            if here != there:
-                diffs.append((key, here, there))
-    return diffs
+    seen = {key for key, _, _ in diffs}
+    diffs += [
+        diff
+        for diff in fp.differences(planned, stored, fp.test_definition)
+        if diff[0] not in seen
+    ]
+    return sorted(diffs, key=lambda diff: diff[0])
 
 
 def _metrics(prefix: str, stats: Optional[dict]) -> dict:

@@ -13,7 +13,7 @@ that a flipped byte is found before the run resumes from it.
 
 import hashlib
 import json
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -78,9 +78,19 @@ def fingerprint(cfg: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def differences(ours: Any, theirs: Any) -> List[Tuple[str, Any, Any]]:
-    """The keys whose values differ between two configs' run definitions."""
-    a, b = run_definition(ours), run_definition(theirs)
+def differences(
+    ours: Any,
+    theirs: Any,
+    definition: Optional[Callable[[Any], Dict[str, Any]]] = None,
+) -> List[Tuple[str, Any, Any]]:
+    """The keys whose values differ between two configs' definitions.
+
+    Args:
+        ours, theirs: CfgNodes or config dicts.
+        definition: ``run_definition`` (the default) or ``test_definition``.
+    """
+    definition = definition or run_definition
+    a, b = definition(ours), definition(theirs)
     return [
         (key, a[key], b[key]) for key in sorted(set(a) & set(b)) if a[key] != b[key]
     ]
@@ -130,14 +140,24 @@ def describe_differences(
     return "; ".join(shown) + more
 
 
-def test_settings(cfg: Any) -> str:
-    """A short hash of what decides a test's result besides the checkpoint."""
-    keys = {
+def test_definition(cfg: Any) -> Dict[str, Any]:
+    """The config keys that decide a test's result: DATA.* and TEST.* but the
+    test's batch size, rerun switch, on/off switch and output file, flattened.
+
+    Args:
+        cfg: a CfgNode, or a config dict (e.g. a run's config.yaml, loaded).
+    """
+    flat = json.loads(json.dumps(flatten(cfg), default=str))
+    return {
         key: value
-        for key, value in flatten(cfg).items()
+        for key, value in flat.items()
         if key.startswith(("TEST.", "DATA."))
         and key not in ("TEST.RERUN", "TEST.ENABLE", "TEST.SAVE_RESULTS_PATH")
         and not key.startswith("TEST.BATCH")
     }
-    text = json.dumps(keys, sort_keys=True, default=str)
+
+
+def test_settings(cfg: Any) -> str:
+    """A short hash of ``test_definition(cfg)``."""
+    text = json.dumps(test_definition(cfg), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
