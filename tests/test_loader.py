@@ -117,6 +117,30 @@ def test_epoch_samples_independent_of_worker_count(root):
     assert [i for idx, _ in _epoch(again, 1) for i in idx] == order[1]
 
 
+def test_a_span_of_epochs_streams_the_epochs_batches_in_order(root):
+    """One iterator over epochs 1..3 (epoch 1 resumed at its second batch)
+    yields exactly the batches of those epochs iterated one by one, with a
+    multigrid-like plan whose shapes change between epochs."""
+    cfg = tiny_cfg(root, "kinetics", "DATA_LOADER.NUM_WORKERS", 2)
+    grids = [SamplingGrid.from_shape(cfg, 2, 12), None]
+    plan = _cycling_plan((3, 1), grids, extra=lambda epoch: epoch % 2)
+    loader = construct_loader(cfg, "train", plan_fn=plan)
+    one_by_one = []
+    for epoch in (1, 2, 3):
+        loader.batch_sampler.set_epoch(epoch, start_iter=1 if epoch == 1 else 0)
+        one_by_one += [(b[2].tolist(), b[0][0].clone()) for b in loader]
+    loader.batch_sampler.set_epoch(1, start_iter=1, end_epoch=4)
+    assert len(loader) == sum(len(plan(e, 8)) for e in (1, 2, 3))
+    stream = [(b[2].tolist(), b[0][0].clone()) for b in loader]
+    assert len(stream) == len(one_by_one) == len(loader) - 1
+    for (idx0, x0), (idx1, x1) in zip(one_by_one, stream):
+        assert idx0 == idx1 and torch.equal(x0, x1)
+    assert {x.shape[2] for _, x in stream} == {2, 4}  # both shapes in the stream
+    with pytest.raises(ValueError, match="end_epoch 1 must be > epoch 1"):
+        loader.batch_sampler.set_epoch(1, end_epoch=1)
+    shutdown_workers(loader)
+
+
 def test_shutdown_workers_stops_persistent_workers_and_loader_restarts(root):
     cfg = tiny_cfg(root, "kinetics", "DATA_LOADER.NUM_WORKERS", 2)
     loader = construct_loader(cfg, "val")

@@ -36,27 +36,34 @@ def _schedule(*opts):
 
 
 class _Sampler:
-    """Records the epoch the schedule hook selects."""
+    """Records the span of epochs the schedule hook selects."""
 
     def __init__(self):
-        self.epochs = []
+        self.spans = []
 
-    def set_epoch(self, epoch, start_iter=0):
+    def set_epoch(self, epoch, start_iter=0, end_epoch=None):
         assert start_iter == 0
-        self.epochs.append(epoch)
+        self.spans.append((epoch, end_epoch))
 
 
 class _Loader:
-    """Batches of the sizes the schedule plans for the sampler's epoch."""
+    """Batches of the sizes the schedule plans for the sampler's epochs;
+    ``extra`` batches more (or fewer) at the end of the stream."""
 
     def __init__(self, schedule, sampler, extra=0):
         self.schedule, self.sampler, self.extra = schedule, sampler, extra
 
     def __iter__(self):
-        epoch = self.sampler.epochs[-1]
-        iters = self.schedule.iters_in_epoch(epoch, DATASET_SIZE) + self.extra
-        for it in range(iters):
-            size = self.schedule.iter_shape(epoch, min(it, iters - 1)).per_proc_batch
+        first, end = self.sampler.spans[-1]
+        sizes = []
+        for epoch in range(first, end):
+            iters = self.schedule.iters_in_epoch(epoch, DATASET_SIZE)
+            sizes += [
+                self.schedule.iter_shape(epoch, it).per_proc_batch
+                for it in range(iters)
+            ]
+        sizes = sizes + sizes[-1:] * self.extra if self.extra >= 0 else sizes[:-1]
+        for size in sizes:
             yield [torch.zeros(size, 1)], torch.zeros(size), None, {"num_failed": 0}
 
 
@@ -122,27 +129,33 @@ def test_loop_sets_the_schedules_lr_and_regroups_bn_only_on_shape_changes():
             groupings.append((shape.bn_splits, sched.bn_sync_size(epoch)))
     assert seen == planned and len(set(seen)) > 5
     assert state.global_iter == len(planned)
-    assert sampler.epochs == list(range(sched.max_epoch))
+    assert sampler.spans == [(0, sched.max_epoch)]
     transitions = 1 + sum(a != b for a, b in zip(groupings, groupings[1:]))
     assert grouping.changes == transitions < len(groupings)
     assert events[0] == ("before_epoch", 0) and events[-1] == ("after_train",)
     assert events.count(("after_epoch", 3)) == 1
 
 
-def test_loop_refuses_a_loader_that_disagrees_with_the_schedule():
+@pytest.mark.parametrize(
+    "extra, message",
+    [(-1, "epoch 2: the loader gave"), (1, "more batches than the schedule plans")],
+)
+def test_loop_refuses_a_loader_that_disagrees_with_the_schedule(extra, message):
     sched = _schedule()
     sampler = _Sampler()
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
     events = []
     loop = TrainLoop(
         lambda batch: StepStats(1.0, 0.0, 0.0, 0.0),
-        _Loader(sched, sampler, extra=1),
+        _Loader(sched, sampler, extra=extra),
         lambda e: sched.iters_in_epoch(e, DATASET_SIZE),
         [ScheduleHook(sched, sampler, optimizer, None, 2), _Events(events)],
     )
-    with pytest.raises(RuntimeError, match="epoch 1: the loader gave"):
+    with pytest.raises(RuntimeError, match=message):
         loop.run(0, 2)
-    assert ("after_epoch", 0) not in events and events[-1] == ("after_train",)
+    assert sampler.spans == [(0, 2)]
+    assert ("after_epoch", 0) in events and events[-1] == ("after_train",)
+    assert (("after_epoch", 1) in events) == (extra > 0)
 
 
 class _Toy(nn.Module):

@@ -76,8 +76,13 @@ class ScheduleHook(HookBase):
         self.bn = bn
         self.base_batch = base_batch
 
+    def before_train(self, state: LoopState) -> None:
+        # One stream of the remaining epochs' batches (``engine/loop.py``).
+        self.batch_sampler.set_epoch(
+            state.epoch, state.first_iter, end_epoch=state.max_epoch
+        )
+
     def before_epoch(self, state: LoopState) -> None:
-        self.batch_sampler.set_epoch(state.epoch, state.first_iter)
         entry = self.schedule.entry_at(state.epoch)
         logger.info(
             "epoch %s, stage %d, shape %dx%dx%d, %d iterations",

@@ -9,7 +9,7 @@ lists a training run's hooks in the order they act.
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 
 @dataclass
@@ -115,11 +115,18 @@ StepFn = Callable[[Any], StepStats]
 class TrainLoop:
     """Runs epochs of steps and calls the hooks around them.
 
+    The loader is iterated once for the whole run: ``before_train`` hooks
+    select the batches of every remaining epoch (``ScheduleHook`` sets the
+    span of the training sampler), and each epoch takes its iteration count
+    from that one stream. A loader's workers then keep preparing batches
+    across epoch ends, evaluations and checkpoints.
+
     Args:
         step: ``step(batch) -> StepStats``: one forward, backward and update.
-        loader: yields the batches of the epoch that the hooks selected.
+        loader: once the ``before_train`` hooks ran, yields the batches of the
+            run's remaining epochs in order (less those a resumed epoch skips).
         iters_in_epoch: ``epoch -> iterations``; the loader must give exactly
-            that many batches, less those a resumed epoch skips.
+            that many batches per epoch.
         hooks: in the order they act.
     """
 
@@ -158,25 +165,44 @@ class TrainLoop:
         Returns:
             LoopState: the state after the last epoch.
         """
-        state = LoopState(max_epoch=max_epoch, global_iter=global_iter)
+        state = LoopState(
+            epoch=start_epoch,
+            first_iter=start_iter,
+            max_epoch=max_epoch,
+            global_iter=global_iter,
+        )
         try:
             self._call("before_train", state)
+            batches = iter(self.loader)
             for epoch in range(start_epoch, max_epoch):
                 first = start_iter if epoch == start_epoch else 0
-                self.run_epoch(state, epoch, first)
+                self.run_epoch(state, batches, epoch, first)
+            if next(batches, None) is not None:
+                raise RuntimeError(
+                    f"the loader gave more batches than the schedule plans for "
+                    f"epochs {start_epoch + 1}..{max_epoch}"
+                )
         finally:
             self._call("after_train", state)
         return state
 
-    def run_epoch(self, state: LoopState, epoch: int, first_iter: int = 0) -> None:
-        """One epoch (from iteration ``first_iter``): its hooks and steps."""
+    def run_epoch(
+        self, state: LoopState, batches: Iterator, epoch: int, first_iter: int = 0
+    ) -> None:
+        """One epoch (from iteration ``first_iter``): its hooks and its
+        iterations' batches from ``batches``, one step each."""
         state.epoch, state.iter, state.first_iter = epoch, first_iter, first_iter
         state.iters_in_epoch = self.iters_in_epoch(epoch)
         state.epoch_stats, state.val_metrics = {}, None
         self._call("before_epoch", state)
-        done = first_iter
         tic = time.perf_counter()
-        for it, batch in enumerate(self.loader, start=first_iter):
+        for it in range(first_iter, state.iters_in_epoch):
+            batch = next(batches, None)
+            if batch is None:
+                raise RuntimeError(
+                    f"epoch {epoch + 1}: the loader gave {it - first_iter} "
+                    f"batches, the schedule plans {state.iters_in_epoch - first_iter}"
+                )
             state.iter, state.batch = it, batch
             state.data_time = time.perf_counter() - tic
             state.batch_size = int(batch[0][0].shape[0])
@@ -185,12 +211,6 @@ class TrainLoop:
             state.compute_time = time.perf_counter() - tic - state.data_time
             self._call("after_step", state)
             state.global_iter += 1
-            done += 1
             tic = time.perf_counter()
         state.batch = None
-        if done != state.iters_in_epoch:
-            raise RuntimeError(
-                f"epoch {epoch + 1}: the loader gave {done} batches, the schedule "
-                f"plans {state.iters_in_epoch}"
-            )
         self._call("after_epoch", state)
