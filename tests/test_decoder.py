@@ -6,6 +6,7 @@ import av
 import numpy as np
 import pytest
 import torch
+from av.video.reformatter import VideoReformatter
 
 from slowfast.datasets.decoder import DecodeError, decode_pyav, decode_video
 from slowfast.datasets.frame_cache import FrameCache
@@ -95,6 +96,29 @@ def test_decoder_threads_give_same_frames(videos):
     b = decode_pyav(videos["plain"], _fixed([4, 12, 40]), threads=0)
     c = decode_pyav(videos["plain"], _fixed([4, 12, 40]), threads=2)
     assert torch.equal(a, b) and torch.equal(a, c)
+
+
+def _native_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task"), reason="counts threads in /proc (Linux)"
+)
+def test_decoding_leaves_no_native_threads_behind(videos):
+    """A thread pool owned by a decoding object is inherited, without its
+    threads, by forked loader workers: freeing it there hung a worker."""
+    decode_pyav(videos["plain"], _fixed([0]))  # first use: lazy library setup
+    before = _native_threads()
+    reformatter = VideoReformatter()
+    frames = decode_pyav(videos["plain"], _fixed([4, 12, 40]), reformatter=reformatter)
+    assert frames.shape[0] == 3 and _native_threads() == before
+    with av.open(videos["plain"]) as container:
+        frame = next(container.decode(video=0))
+    pooled = VideoReformatter()
+    pooled.reformat(frame, format="rgb24", threads=2)
+    assert _native_threads() > before  # the count sees such a pool
+    del pooled
 
 
 def test_cache_gives_same_frames_and_hits(videos):

@@ -101,5 +101,13 @@ def frame_time(frame, info: StreamInfo, fallback: float) -> float:
 
 
 def to_array(frame, reformatter: VideoReformatter) -> np.ndarray:
-    """RGB uint8 ``[H, W, 3]`` of a frame (one reformatter reused per clip)."""
-    return reformatter.reformat(frame, format="rgb24").to_ndarray()
+    """RGB uint8 ``[H, W, 3]`` of a frame (one reformatter reused per clip).
+
+    The conversion runs on one thread: loader workers are the parallelism.
+    PyAV's default (``threads=0``) gives every reformatter a pool of FFmpeg
+    slice threads, one per core; a loader worker forked from a process that
+    had such a reformatter hung when its garbage collector freed the inherited
+    object (freeing the pool waits on threads that do not exist in the fork).
+    Same pixels either way.
+    """
+    return reformatter.reformat(frame, format="rgb24", threads=1).to_ndarray()
