@@ -87,7 +87,7 @@ def test_arms_differ_only_in_multigrid_keys(budget):
         for arm in st.ARMS
     }
     ref = cfgs["baseline"]
-    assert ref["SOLVER.MAX_EPOCH"] == round(budget * 40)
+    assert ref["SOLVER.MAX_EPOCH"] == round(budget * base.SOLVER.MAX_EPOCH)
     assert ref["SOLVER.WARMUP_EPOCHS"] == base.SOLVER.WARMUP_EPOCHS
     assert ref["RNG_SEED"] == 3 and ref["TRAIN.EVAL_PERIOD"] == 0
     assert ref["TRAIN.CHECKPOINT_PERIOD"] == st.LAST_EPOCH_ONLY
