@@ -111,7 +111,7 @@ def test_preflight_refuses_another_runs_checkpoint_before_any_work(tmp_path):
     from slowfast.utils.launcher import Layout
     from slowfast.utils.preflight import PreflightError, check_resume
 
-    _save(_cfg(tmp_path, "SOLVER.MAX_EPOCH", "50"), 0)
+    _save(_cfg(tmp_path, "SOLVER.MAX_EPOCH", "90"), 0)
     ours = _cfg(tmp_path)
     with pytest.raises(PreflightError, match="belongs to another run") as info:
         check_resume(ours)

@@ -60,7 +60,8 @@ def test_scale_steps_rounds_and_stays_increasing():
 
 
 def test_budget_overrides():
-    cfg = load_config([DEMO_MULTIGRID])
+    forty = ["SOLVER.MAX_EPOCH", "40", "SOLVER.STEPS", "[0, 24, 34]"]
+    cfg = load_config([DEMO_MULTIGRID], forty)
     assert st.budget_overrides(cfg.SOLVER, 0.5) == [
         "SOLVER.MAX_EPOCH", "20", "SOLVER.STEPS", "[0, 12, 17]",
     ]  # fmt: skip
@@ -251,6 +252,7 @@ def test_dry_run_prints_commands_and_runs_nothing(tmp_path, capsys):
     study = _study_module()
     argv = ["--cfg", DEMO_MULTIGRID, "--arms", "baseline,long_short"]
     argv += ["--budgets", "0.5", "--out", str(tmp_path), "--dry-run", "RNG_SEED", "5"]
+    argv += ["SOLVER.MAX_EPOCH", "40", "SOLVER.STEPS", "[0, 24, 34]"]
     assert study.main(argv) == 0
     out = capsys.readouterr().out
     assert "[1/2] baseline_b0.5_s0: 20 epochs" in out
