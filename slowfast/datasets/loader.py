@@ -90,11 +90,9 @@ class GridBatchSampler(Sampler):
         end_epoch = int(epoch) + 1 if end_epoch is None else int(end_epoch)
         if end_epoch <= epoch:
             raise ValueError(f"end_epoch {end_epoch} must be > epoch {epoch}")
-        self.epoch, self.start_iter, self.end_epoch = (
-            int(epoch),
-            int(start_iter),
-            end_epoch,
-        )
+        self.epoch = int(epoch)
+        self.start_iter = int(start_iter)
+        self.end_epoch = end_epoch
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(self.epoch)
 

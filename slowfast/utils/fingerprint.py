@@ -54,17 +54,20 @@ def flatten(node: Any, prefix: str = "") -> Dict[str, Any]:
     return flat
 
 
+def _plain_flat(cfg: Any) -> Dict[str, Any]:
+    # Through JSON: tuples and lists (a CfgNode's and a YAML file's) compare equal.
+    return json.loads(json.dumps(flatten(cfg), default=str))
+
+
 def run_definition(cfg: Any) -> Dict[str, Any]:
     """The config keys that define the run, flattened (``"SOLVER.BASE_LR"``).
 
     Args:
         cfg: a CfgNode, or a config dict (e.g. a checkpoint's YAML, loaded).
     """
-    # Through JSON: tuples and lists (a CfgNode's and a YAML file's) compare equal.
-    flat = json.loads(json.dumps(flatten(cfg), default=str))
     return {
         key: value
-        for key, value in flat.items()
+        for key, value in _plain_flat(cfg).items()
         if not any(
             key == skip or (skip.endswith((".", "_")) and key.startswith(skip))
             for skip in NOT_THE_RUN
@@ -147,10 +150,9 @@ def test_definition(cfg: Any) -> Dict[str, Any]:
     Args:
         cfg: a CfgNode, or a config dict (e.g. a run's config.yaml, loaded).
     """
-    flat = json.loads(json.dumps(flatten(cfg), default=str))
     return {
         key: value
-        for key, value in flat.items()
+        for key, value in _plain_flat(cfg).items()
         if key.startswith(("TEST.", "DATA."))
         and key not in ("TEST.RERUN", "TEST.ENABLE", "TEST.SAVE_RESULTS_PATH")
         and not key.startswith("TEST.BATCH")
