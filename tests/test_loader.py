@@ -1,8 +1,11 @@
 """Tests of construct_loader and GridBatchSampler."""
 
+import os
+
 import pytest
 import torch
 
+from slowfast.config.derived import worker_niceness
 from slowfast.datasets import (
     GridBatchSampler,
     SamplingGrid,
@@ -215,3 +218,32 @@ def test_batch_plan_length_is_the_schedules_iteration_count(world_size):
             nxt = sched.iter_shape(epoch, len(plan)).per_proc_batch
             assert used <= shard < used + nxt  # no further whole batch fits
             assert plan == [sched.iter_shape(epoch, i) for i in range(len(plan))]
+
+
+class _Niceness(torch.utils.data.Dataset):
+    """Each item is the niceness of the process that loads it."""
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, index):
+        return os.nice(0)
+
+
+def test_workers_run_at_the_configured_lower_priority(root):
+    from slowfast.datasets.loader import _WorkerInit
+
+    cpu = tiny_cfg(root, "kinetics", "NUM_GPUS", 0)
+    assert construct_loader(cpu, "val").worker_init_fn.nice == 19  # by device
+    assert worker_niceness(tiny_cfg(root, "kinetics", "NUM_GPUS", 1)) == 0
+    cfg = tiny_cfg(root, "kinetics", "NUM_GPUS", 0, "DATA_LOADER.WORKER_NICE", 3)
+    assert construct_loader(cfg, "train").worker_init_fn.nice == 3
+    base = os.nice(0)
+    loader = torch.utils.data.DataLoader(
+        _Niceness(),
+        batch_size=None,
+        num_workers=1,
+        worker_init_fn=_WorkerInit(0, 0, nice=3),
+    )
+    assert list(loader) == [min(base + 3, 19)] * 2
+    assert os.nice(0) == base  # the training process keeps its priority

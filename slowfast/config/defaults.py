@@ -311,6 +311,11 @@ _C.DATA_LOADER.DECODE_THREADS = 0
 _C.DATA_LOADER.FRAME_CACHE = False
 # Size bound of each worker's decoded-frame cache, in MB (LRU eviction).
 _C.DATA_LOADER.FRAME_CACHE_MB = 512
+# Niceness added to each loader worker process (os.nice, 0-19): a higher value
+# lets the training process's threads win the CPU cores they share with the
+# workers. None: 19 in CPU runs (NUM_GPUS 0), 0 in GPU runs (see
+# slowfast/config/derived.py, worker_niceness).
+_C.DATA_LOADER.WORKER_NICE = None
 
 # ---------------------------------------------------------------------------- #
 # TensorBoard options

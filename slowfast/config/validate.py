@@ -119,6 +119,13 @@ def validate_cfg(cfg: CfgNode) -> None:
     for key in ("DATA.MEAN", "DATA.STD"):
         _check(len(_get(cfg, key)) == 3, key, _get(cfg, key), "needs 3 values")
     _check(min(cfg.DATA.STD) > 0, "DATA.STD", cfg.DATA.STD, "must be positive")
+    nice = cfg.DATA_LOADER.WORKER_NICE
+    _check(
+        nice is None or (type(nice) is int and 0 <= nice <= 19),
+        "DATA_LOADER.WORKER_NICE",
+        nice,
+        "must be None (by device) or an integer in [0, 19]",
+    )
     frac = cfg.DATA.MAX_BAD_FRACTION
     _check(0 <= frac <= 1, "DATA.MAX_BAD_FRACTION", frac, "must be in [0, 1]")
     rate = cfg.MODEL.DROPOUT_RATE

@@ -16,6 +16,7 @@ repeating entries (deduplicate by the returned entry indices when gathering).
 """
 
 import logging
+import os
 import random
 import signal
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
@@ -26,7 +27,7 @@ from fvcore.common.config import CfgNode
 from torch.utils.data import DataLoader, Sampler
 from torch.utils.data.distributed import DistributedSampler
 
-from slowfast.config.derived import global_batch_size, stop_signals
+from slowfast.config.derived import global_batch_size, stop_signals, worker_niceness
 from slowfast.datasets.base import mix_seed
 from slowfast.datasets.build import build_dataset, dataset_name
 from slowfast.datasets.grid import SamplingGrid
@@ -131,15 +132,22 @@ class GridBatchSampler(Sampler):
 
 
 class _WorkerInit:
-    """Seeds a loader worker's RNGs from (seed, rank, worker id); one thread.
+    """Seeds a loader worker's RNGs from (seed, rank, worker id); one thread;
+    its CPU priority lowered by ``nice`` (``config.derived.worker_niceness``).
 
     The worker ignores the run's stop signals (TRAIN.STOP_SIGNALS): a
     scheduler signals every process of a job, and the main process, not its
     loader workers, decides when to stop (``engine/preemption.py``).
     """
 
-    def __init__(self, seed: int, rank: int, ignored_signals: Sequence[int] = ()):
-        self.seed, self.rank = seed, rank
+    def __init__(
+        self,
+        seed: int,
+        rank: int,
+        ignored_signals: Sequence[int] = (),
+        nice: int = 0,
+    ):
+        self.seed, self.rank, self.nice = seed, rank, nice
         self.ignored_signals = tuple(int(s) for s in ignored_signals)
 
     def __call__(self, worker_id: int) -> None:
@@ -152,6 +160,8 @@ class _WorkerInit:
         np.random.seed(value)
         torch.manual_seed(value)
         torch.set_num_threads(1)
+        if self.nice:
+            os.nice(self.nice)
 
 
 class _StopSafeLoader(DataLoader):
@@ -217,7 +227,7 @@ def construct_loader(
     common = dict(
         num_workers=workers,
         pin_memory=bool(cfg.DATA_LOADER.PIN_MEMORY and torch.cuda.is_available()),
-        worker_init_fn=_WorkerInit(cfg.RNG_SEED, rank, stops),
+        worker_init_fn=_WorkerInit(cfg.RNG_SEED, rank, stops, worker_niceness(cfg)),
         persistent_workers=workers > 0,
         generator=torch.Generator().manual_seed(mix_seed(cfg.RNG_SEED, rank) >> 1),
     )
