@@ -58,17 +58,12 @@ def worker_niceness(cfg: CfgNode) -> int:
     the workers run on the cores the model's threads compute on, and 0 in GPU
     runs, where the workers must keep the GPU fed.
 
-    Measured on a 2-core CPU (whole training process of the README's
-    multigrid demo at 40 x 1.5 epochs, 2 workers with the frame cache, the
-    two settings alternating): 19 was faster in 6 of 8 pairs, by 3.1 s on
-    average (-8.2 to +7.1 s on runs of 98-114 s). At the coarse shapes,
-    whose large batches the workers fill fastest, the step ran faster (at
-    128 x 2 x 45: 11-24% in 7 pairs, 1% in the eighth; 451-546 against
-    409-485 clips/s): a
-    worker that takes a core stalls both of the model's threads (one is
-    preempted, the other waits for it). Data wait rose from about 2 to 5 s.
-    Decoding without the frame cache (12 epochs, one pair): 30.6 s against
-    35.2 s. GPU runs were not measured with it.
+    On a 2-core CPU a worker that takes a core mid-step stalls both of the
+    model's threads (one is preempted, the other waits for it), most at the
+    coarse multigrid shapes, whose large batches the workers fill fastest;
+    with 19 the step there ran 11-24% faster in 7 of 8 alternating pairs and
+    whole runs about 3% faster, within the machine's noise (DATASET.md,
+    "Worker priority", has the runs). GPU runs were not measured with it.
 
     Args:
         cfg: the run's config.
