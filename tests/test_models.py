@@ -315,7 +315,8 @@ def test_memory_format_default_picks_by_device_and_the_key_overrides():
             )
             picks[(gpus, key)] = uses_channels_last_3d(load_config(opts=opts))
     assert picks == {
-        ("0", None): False,  # CPU: contiguous (measured faster)
+        # CPU, full width (64), one BN group: channels_last_3d (measured faster)
+        ("0", None): True,
         # GPU: channels_last_3d (measured faster); NUM_GPUS 1 (the default) on
         # a machine without CUDA builds for the CPU
         ("1", None): torch.cuda.is_available(),
@@ -324,6 +325,38 @@ def test_memory_format_default_picks_by_device_and_the_key_overrides():
         ("0", "False"): False,
         ("1", "False"): False,
     }
+
+
+def test_cpu_memory_format_default_follows_width_and_base_shape_bn_groups():
+    from slowfast.config import load_config
+    from slowfast.models.memory_format import base_bn_splits, uses_channels_last_3d
+
+    def pick(*opts):
+        cfg = load_config(opts=["NUM_GPUS", "0", *opts])
+        return uses_channels_last_3d(cfg), base_bn_splits(cfg)
+
+    mg = ["MULTIGRID.LONG_CYCLE", "True", "MULTIGRID.SHORT_CYCLE", "True"]
+    assert pick("RESNET.WIDTH_PER_GROUP", "8") == (False, 1)  # tiny: contiguous
+    assert pick("RESNET.WIDTH_PER_GROUP", "16") == (True, 1)
+    assert pick("RESNET.WIDTH_PER_GROUP", "8", "RESNET.NUM_GROUPS", "2") == (True, 1)
+    # Multigrid: BN_BASE_SIZE (8) clips per group at the base shape.
+    assert pick(*mg, "TRAIN.BATCH_SIZE", "8") == (True, 1)
+    assert pick(*mg, "TRAIN.BATCH_SIZE", "16") == (False, 2)  # fused split BN
+    assert pick(*mg, "TRAIN.BATCH_SIZE", "16", "NUM_CPU_PROCS", "2") == (True, 1)
+    assert pick(*mg, "TRAIN.BATCH_SIZE", "2") == (True, 1)
+    sub = ["BN.NORM_TYPE", "sub_batchnorm", "BN.NUM_SPLITS"]
+    assert pick(*sub, "2") == (False, 2)
+    assert pick(*sub, "1") == (True, 1)
+    # The tiny demo configs stay contiguous; the Kinetics R50 configs do not.
+    demo = load_config(
+        [os.path.join(REPO, "configs/Demo/Kinetics_I3D_tiny_multigrid.yaml")]
+    )
+    assert not uses_channels_last_3d(demo)
+    r50 = load_config(
+        [os.path.join(REPO, "configs/Kinetics/I3D_8x8_R50.yaml")], ["NUM_GPUS", "0"]
+    )
+    assert uses_channels_last_3d(r50)
+
     # A YAML value loads as a bool over the None default.
     assert (
         load_config(opts=["MODEL.CHANNELS_LAST_3D", "True"]).MODEL.CHANNELS_LAST_3D

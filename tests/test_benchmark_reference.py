@@ -1,0 +1,86 @@
+"""tools/benchmark_reference.py against a stand-in reference package.
+
+The stand-in is a minimal package named ``slowfast`` (a config with a few of
+the reference's keys and a one-layer model registered as the reference's 1.0
+``model_builder`` does), so the test checks the tool's mechanics: both
+packages named ``slowfast`` in one process, the reference's config read from
+the same YAML, the two models stepped in turns, the table.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOL = os.path.join(REPO_ROOT, "tools", "benchmark_reference.py")
+CFG = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.yaml")
+
+FILES = {
+    "slowfast/__init__.py": "",
+    "slowfast/config/__init__.py": "",
+    "slowfast/config/defaults.py": """
+        from fvcore.common.config import CfgNode
+
+        def get_cfg():
+            return CfgNode({
+                "NUM_GPUS": 1,
+                "DATA": {"NUM_FRAMES": 4},
+                "MODEL": {"ARCH": "slowfast", "NUM_CLASSES": 400},
+                "SOLVER": {"MOMENTUM": 0.5, "WEIGHT_DECAY": 0.0},
+            })
+    """,
+    "slowfast/models/__init__.py": "",
+    "slowfast/models/model_builder.py": """
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self, cfg):
+                super().__init__()
+                assert cfg.NUM_GPUS == 0
+                self.frames = cfg.DATA.NUM_FRAMES
+                self.fc = torch.nn.Linear(3, cfg.MODEL.NUM_CLASSES)
+
+            def forward(self, x):
+                assert x[0].dtype == torch.float32
+                assert x[0].shape[2] == self.frames
+                x[0] = x[0].mean((2, 3, 4))  # assigns into its input, as PySlowFast
+                return self.fc(x[0])
+
+        _MODEL_TYPES = {"i3d": Net}
+    """,
+}
+
+
+def test_times_a_reference_package_and_ours_in_turns(tmp_path):
+    for name, text in FILES.items():
+        path = tmp_path / "ref" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    out = tmp_path / "rows.json"
+    command = [
+        sys.executable, TOOL, "--reference", str(tmp_path / "ref"), "--cfg", CFG,
+        "--iters", "2", "--warmup", "0", "--threads", "1",
+        "--memory-format", "default,channels_last_3d", "--json", str(out),
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    # The reference's model read NUM_CLASSES (10) and the frames (8) from the
+    # YAML and its _BASE_; ours is the tiny demo I3D, from our own package.
+    assert "parameters reference 40, ours " in result.stdout
+    assert "parameters reference 40, ours 40" not in result.stdout
+    assert "keys the reference's config lacks: MODEL.MODEL_NAME" in result.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r[1], r[3]) for r in rows] == [
+        ("train", "default: contiguous"),
+        ("train", "channels_last_3d"),
+        ("eval", "default: contiguous"),
+        ("eval", "channels_last_3d"),
+    ]
+    for row in rows:
+        assert row[0] == "Kinetics_I3D_tiny_multigrid.yaml" and row[2] == 64
+        assert row[4] > 0 and row[6] > 0
+        assert abs(row[8] - row[4] / row[6]) < 1e-6

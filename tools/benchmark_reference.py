@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+r"""Times our models against the reference implementation's, stepping in turns.
+
+For each config, the reference's model (PySlowFast's ``slowfast`` package,
+from a folder given by ``--reference``) and ours are built from the same YAML
+and run alternately in one process: a training step (forward, cross-entropy,
+backward, SGD with the config's momentum and weight decay) at
+TRAIN_CROP_SIZE, then inference at TEST_CROP_SIZE, round after round. Ours
+takes uint8 clips, as our loader feeds it (the model normalises them); the
+reference takes float clips normalised beforehand, as its loader feeds it.
+The table gives medians over the timed rounds and the reference's time over
+ours (above 1: ours is faster), per memory format of ours (``default`` is
+what ``build_model`` picks, ``slowfast/models/memory_format.py``).
+
+The reference package and ours are both named ``slowfast``: the reference's
+models are built first, its modules are then dropped from ``sys.modules``,
+and ours are imported. Its config reads only the keys it knows (the others
+are listed); without detectron2 installed, ``detectron2.layers`` is stubbed
+(only the reference's detection head uses it). Tested with the reference
+published on PyPI as ``pyslowfast`` 1.0 (its models have our parameter
+counts and state-dict shapes):
+
+    pip download --no-deps pyslowfast==1.0 -d /tmp/ref
+    unzip -q /tmp/ref/pyslowfast-1.0-py3-none-any.whl -d /tmp/ref/pyslowfast
+    python tools/benchmark_reference.py --reference /tmp/ref/pyslowfast \
+        --cfg configs/Kinetics/I3D_8x8_R50.yaml --batch 2 --iters 3 \
+        --memory-format contiguous,channels_last_3d
+"""
+
+import argparse
+import ast
+import importlib
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+import types
+
+import torch
+import yaml
+
+MODES = ("train", "eval")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--reference", required=True, help="folder holding its slowfast")
+    p.add_argument("--cfg", nargs="+", required=True, help="YAML config file(s)")
+    p.add_argument("--batch", type=int, default=2, help="clips per step")
+    p.add_argument("--iters", type=int, default=3, help="timed rounds")
+    p.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    p.add_argument("--threads", type=int, default=2, help="torch threads")
+    p.add_argument(
+        "--memory-format",
+        default="default",
+        help="formats of ours, comma-separated: default, contiguous, channels_last_3d",
+    )
+    p.add_argument("--json", help="also write the table's rows to this file")
+    args = p.parse_args(argv)
+    args.formats = args.memory_format.split(",")
+    bad = [
+        f
+        for f in args.formats
+        if f not in ("default", "contiguous", "channels_last_3d")
+    ]
+    if bad:
+        p.error(
+            f"--memory-format {bad[0]!r}: use default, contiguous or channels_last_3d"
+        )
+    return args
+
+
+def _merge_known(node, values: dict, skipped: list, prefix: str = "") -> None:
+    """Sets the YAML's values on the reference's config; lists unknown keys."""
+    for key, value in values.items():
+        if key not in node:
+            skipped.append(prefix + key)
+        elif isinstance(value, dict):
+            _merge_known(node[key], value, skipped, prefix + key + ".")
+        else:
+            if isinstance(value, str) and not isinstance(node[key], str):
+                value = ast.literal_eval(value)  # e.g. 1e-4, a string in YAML
+            node[key] = value
+
+
+def _read_yaml(path: str) -> dict:
+    """The YAML's values, its ``_BASE_`` chain resolved (the file wins)."""
+    with open(path) as f:
+        values = yaml.safe_load(f) or {}
+    base = values.pop("_BASE_", None)
+    if base is None:
+        return values
+    merged = _read_yaml(os.path.join(os.path.dirname(path), base))
+    _update(merged, values)
+    return merged
+
+
+def _update(into: dict, values: dict) -> None:
+    for key, value in values.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _update(into[key], value)
+        else:
+            into[key] = value
+
+
+def build_reference_models(root: str, paths: list) -> list:
+    """Builds the reference's model of every config on the CPU.
+
+    Returns:
+        list: ``(model, reference config, skipped keys)`` per config.
+    """
+    if importlib.util.find_spec("detectron2") is None:
+        layers = types.ModuleType("detectron2.layers")
+        layers.ROIAlign = None
+        sys.modules["detectron2"] = types.ModuleType("detectron2")
+        sys.modules["detectron2.layers"] = layers
+    sys.path.insert(0, root)
+    try:
+        defaults = importlib.import_module("slowfast.config.defaults")
+        if not defaults.__file__.startswith(root):
+            sys.exit(f"--reference {root}: no slowfast package there")
+        models = []
+        for path in paths:
+            cfg, skipped = defaults.get_cfg(), []
+            _merge_known(cfg, _read_yaml(path), skipped)
+            cfg.NUM_GPUS = 0
+            models.append((_build_reference(cfg), cfg, skipped))
+    finally:
+        sys.path.remove(root)
+        for name in [m for m in sys.modules if m.split(".")[0] == "slowfast"]:
+            del sys.modules[name]
+    return models
+
+
+def _build_reference(cfg):
+    try:  # later PySlowFast: a registry
+        build = importlib.import_module("slowfast.models.build")
+        return build.MODEL_REGISTRY.get(cfg.MODEL.MODEL_NAME)(cfg)
+    except ModuleNotFoundError:  # 1.0: a dict of architectures
+        builder = importlib.import_module("slowfast.models.model_builder")
+        return builder._MODEL_TYPES[cfg.MODEL.ARCH](cfg)
+
+
+def clip_inputs(cfg, batch: int, crop: int, seed: int) -> tuple:
+    """(uint8 pathways for ours, normalised float pathways for the reference)."""
+    gen = torch.Generator().manual_seed(seed)
+    frames = cfg.DATA.NUM_FRAMES
+    clip = torch.randint(0, 256, (batch, 3, frames, crop, crop), generator=gen)
+    clip = clip.to(torch.uint8)
+    mean = torch.tensor(cfg.DATA.MEAN).view(1, 3, 1, 1, 1)
+    std = torch.tensor(cfg.DATA.STD).view(1, 3, 1, 1, 1)
+    normed = (clip.float() / 255 - mean) / std
+    if cfg.MODEL.ARCH != "slowfast":
+        return [clip], [normed]
+    idx = torch.linspace(0, frames - 1, frames // cfg.SLOWFAST.ALPHA).long()
+    return [clip.index_select(2, idx), clip], [normed.index_select(2, idx), normed]
+
+
+class Stepper:
+    """Training step and inference of one model on fixed inputs."""
+
+    def __init__(self, model, cfg, train_in, eval_in, labels) -> None:
+        self.model, self.train_in, self.eval_in, self.labels = (
+            model,
+            train_in,
+            eval_in,
+            labels,
+        )
+        self.opt = torch.optim.SGD(
+            model.parameters(),
+            lr=1e-3,
+            momentum=cfg.SOLVER.MOMENTUM,
+            weight_decay=cfg.SOLVER.WEIGHT_DECAY,
+        )
+
+    def __call__(self, mode: str) -> float:
+        start = time.perf_counter()
+        if mode == "train":
+            self.model.train()
+            # A fresh list: the reference's forward assigns into its input list.
+            out = self.model(list(self.train_in))
+            loss = torch.nn.functional.cross_entropy(out, self.labels)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+        else:
+            self.model.eval()
+            with torch.no_grad():
+                self.model(list(self.eval_in))
+        return time.perf_counter() - start
+
+
+def time_in_turns(steppers: list, rounds: int, warmup: int) -> list:
+    """Seconds per (stepper, mode), stepping every stepper in turn each round."""
+    times = [{m: [] for m in MODES} for _ in steppers]
+    for r in range(warmup + rounds):
+        for mode in MODES:
+            for i, step in enumerate(steppers):
+                dt = step(mode)
+                if r >= warmup:
+                    times[i][mode].append(dt)
+    return times
+
+
+def _spread(values: list) -> float:
+    return 100 * (max(values) - min(values)) / statistics.median(values)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    references = build_reference_models(args.reference, args.cfg)
+    from slowfast.config import load_config
+    from slowfast.models import build_model
+    from slowfast.models.memory_format import uses_channels_last_3d
+    from slowfast.utils.table import format_table
+
+    rows = []
+    for path, (ref, ref_cfg, skipped) in zip(args.cfg, references):
+        cfg = load_config([path], ["NUM_GPUS", "0"])
+        ours = {}
+        for fmt in args.formats:
+            opts = ["NUM_GPUS", "0"]
+            if fmt != "default":
+                opts += ["MODEL.CHANNELS_LAST_3D", str(fmt == "channels_last_3d")]
+            model = build_model(load_config([path], opts))
+            picked = uses_channels_last_3d(load_config([path], opts))
+            label = "channels_last_3d" if picked else "contiguous"
+            ours[fmt if fmt != "default" else f"default: {label}"] = model
+        n_ref = sum(p.numel() for p in ref.parameters())
+        n_ours = sum(p.numel() for p in next(iter(ours.values())).parameters())
+        print(f"{path}: parameters reference {n_ref:,}, ours {n_ours:,}")
+        if skipped:
+            print(f"  keys the reference's config lacks: {', '.join(skipped)}")
+        labels = torch.randint(cfg.MODEL.NUM_CLASSES, (args.batch,))
+        train_u8, train_f = clip_inputs(cfg, args.batch, cfg.DATA.TRAIN_CROP_SIZE, 1)
+        eval_u8, eval_f = clip_inputs(cfg, args.batch, cfg.DATA.TEST_CROP_SIZE, 2)
+        steppers = [Stepper(ref, ref_cfg, train_f, eval_f, labels)]
+        steppers += [Stepper(m, cfg, train_u8, eval_u8, labels) for m in ours.values()]
+        times = time_in_turns(steppers, args.iters, args.warmup)
+        for mode in MODES:
+            ref_s = statistics.median(times[0][mode])
+            crop = (
+                cfg.DATA.TRAIN_CROP_SIZE if mode == "train" else cfg.DATA.TEST_CROP_SIZE
+            )
+            for label, t in zip(ours, times[1:]):
+                ours_s = statistics.median(t[mode])
+                rows.append(
+                    [path.split("/")[-1], mode, crop, label, 1000 * ref_s,
+                     _spread(times[0][mode]), 1000 * ours_s, _spread(t[mode]),
+                     ref_s / ours_s]
+                )  # fmt: skip
+    headers = ["config", "step", "crop", "ours: format", "reference ms"]
+    headers += ["spread %", "ours ms", "spread %", "reference / ours"]
+    print(
+        f"\nReference vs ours on CPU, batch {args.batch}, {args.threads} threads, "
+        f"in turns; median of {args.iters} rounds after {args.warmup} "
+        "(train: forward + backward + SGD; eval: forward, no grad):"
+    )
+    print(format_table(headers, rows, float_fmt=".2f"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"headers": headers, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
