@@ -84,3 +84,11 @@ def test_times_a_reference_package_and_ours_in_turns(tmp_path):
         assert row[0] == "Kinetics_I3D_tiny_multigrid.yaml" and row[2] == 64
         assert row[4] > 0 and row[6] > 0
         assert abs(row[8] - row[4] / row[6]) < 1e-6
+
+
+def test_names_a_reference_folder_without_the_package(tmp_path):
+    command = [sys.executable, TOOL, "--reference", str(tmp_path), "--cfg", CFG]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert f"--reference {tmp_path}: no slowfast package folder in it" in result.stderr
+    assert "Traceback" not in result.stderr

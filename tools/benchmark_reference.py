@@ -60,15 +60,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--json", help="also write the table's rows to this file")
     args = p.parse_args(argv)
     args.formats = args.memory_format.split(",")
-    bad = [
-        f
-        for f in args.formats
-        if f not in ("default", "contiguous", "channels_last_3d")
-    ]
-    if bad:
-        p.error(
-            f"--memory-format {bad[0]!r}: use default, contiguous or channels_last_3d"
-        )
+    for fmt in args.formats:
+        if fmt not in ("default", "contiguous", "channels_last_3d"):
+            p.error(
+                f"--memory-format {fmt!r}: use default, contiguous or channels_last_3d"
+            )
+    for path in args.cfg:
+        if not os.path.isfile(path):
+            p.error(f"--cfg {path}: no such file")
+    if not os.path.isdir(os.path.join(args.reference, "slowfast")):
+        p.error(f"--reference {args.reference}: no slowfast package folder in it")
+    args.reference = os.path.abspath(args.reference)
     return args
 
 
@@ -159,15 +161,19 @@ def clip_inputs(cfg, batch: int, crop: int, seed: int) -> tuple:
 
 
 class Stepper:
-    """Training step and inference of one model on fixed inputs."""
+    """Training step and inference of one model on fixed inputs.
+
+    Args:
+        model: the model, on the CPU.
+        cfg: its config (SOLVER.MOMENTUM and WEIGHT_DECAY for the SGD step).
+        train_in: pathway tensors of a training step.
+        eval_in: pathway tensors of an inference step.
+        labels: class indices of the training clips.
+    """
 
     def __init__(self, model, cfg, train_in, eval_in, labels) -> None:
-        self.model, self.train_in, self.eval_in, self.labels = (
-            model,
-            train_in,
-            eval_in,
-            labels,
-        )
+        self.model = model
+        self.train_in, self.eval_in, self.labels = train_in, eval_in, labels
         self.opt = torch.optim.SGD(
             model.parameters(),
             lr=1e-3,
@@ -176,6 +182,7 @@ class Stepper:
         )
 
     def __call__(self, mode: str) -> float:
+        """Runs one ``"train"`` or ``"eval"`` step; returns its seconds."""
         start = time.perf_counter()
         if mode == "train":
             self.model.train()
@@ -208,51 +215,67 @@ def _spread(values: list) -> float:
     return 100 * (max(values) - min(values)) / statistics.median(values)
 
 
+def build_ours(path: str, formats: list) -> dict:
+    """Our model of a config in each memory format, by table label."""
+    from slowfast.config import load_config
+    from slowfast.models import build_model
+    from slowfast.models.memory_format import uses_channels_last_3d
+
+    models = {}
+    for fmt in formats:
+        opts = ["NUM_GPUS", "0"]
+        if fmt != "default":
+            opts += ["MODEL.CHANNELS_LAST_3D", str(fmt == "channels_last_3d")]
+        cfg = load_config([path], opts)
+        if fmt == "default":
+            picked = "channels_last_3d" if uses_channels_last_3d(cfg) else "contiguous"
+            fmt = f"default: {picked}"
+        models[fmt] = build_model(cfg)
+    return models
+
+
+def compare(path: str, reference: tuple, args: argparse.Namespace) -> list:
+    """Times the reference's model and ours on one config; returns table rows."""
+    from slowfast.config import load_config
+
+    ref, ref_cfg, skipped = reference
+    cfg = load_config([path], ["NUM_GPUS", "0"])
+    ours = build_ours(path, args.formats)
+    n_ref = sum(p.numel() for p in ref.parameters())
+    n_ours = sum(p.numel() for p in next(iter(ours.values())).parameters())
+    print(f"{path}: parameters reference {n_ref:,}, ours {n_ours:,}")
+    if skipped:
+        print(f"  keys the reference's config lacks: {', '.join(skipped)}")
+    labels = torch.randint(cfg.MODEL.NUM_CLASSES, (args.batch,))
+    crops = {"train": cfg.DATA.TRAIN_CROP_SIZE, "eval": cfg.DATA.TEST_CROP_SIZE}
+    train_u8, train_f = clip_inputs(cfg, args.batch, crops["train"], 1)
+    eval_u8, eval_f = clip_inputs(cfg, args.batch, crops["eval"], 2)
+    steppers = [Stepper(ref, ref_cfg, train_f, eval_f, labels)]
+    steppers += [Stepper(m, cfg, train_u8, eval_u8, labels) for m in ours.values()]
+    times = time_in_turns(steppers, args.iters, args.warmup)
+    rows = []
+    for mode in MODES:
+        ref_s = statistics.median(times[0][mode])
+        for label, t in zip(ours, times[1:]):
+            ours_s = statistics.median(t[mode])
+            rows.append(
+                [os.path.basename(path), mode, crops[mode], label, 1000 * ref_s,
+                 _spread(times[0][mode]), 1000 * ours_s, _spread(t[mode]),
+                 ref_s / ours_s]
+            )  # fmt: skip
+    return rows
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     references = build_reference_models(args.reference, args.cfg)
-    from slowfast.config import load_config
-    from slowfast.models import build_model
-    from slowfast.models.memory_format import uses_channels_last_3d
     from slowfast.utils.table import format_table
 
     rows = []
-    for path, (ref, ref_cfg, skipped) in zip(args.cfg, references):
-        cfg = load_config([path], ["NUM_GPUS", "0"])
-        ours = {}
-        for fmt in args.formats:
-            opts = ["NUM_GPUS", "0"]
-            if fmt != "default":
-                opts += ["MODEL.CHANNELS_LAST_3D", str(fmt == "channels_last_3d")]
-            model = build_model(load_config([path], opts))
-            picked = uses_channels_last_3d(load_config([path], opts))
-            label = "channels_last_3d" if picked else "contiguous"
-            ours[fmt if fmt != "default" else f"default: {label}"] = model
-        n_ref = sum(p.numel() for p in ref.parameters())
-        n_ours = sum(p.numel() for p in next(iter(ours.values())).parameters())
-        print(f"{path}: parameters reference {n_ref:,}, ours {n_ours:,}")
-        if skipped:
-            print(f"  keys the reference's config lacks: {', '.join(skipped)}")
-        labels = torch.randint(cfg.MODEL.NUM_CLASSES, (args.batch,))
-        train_u8, train_f = clip_inputs(cfg, args.batch, cfg.DATA.TRAIN_CROP_SIZE, 1)
-        eval_u8, eval_f = clip_inputs(cfg, args.batch, cfg.DATA.TEST_CROP_SIZE, 2)
-        steppers = [Stepper(ref, ref_cfg, train_f, eval_f, labels)]
-        steppers += [Stepper(m, cfg, train_u8, eval_u8, labels) for m in ours.values()]
-        times = time_in_turns(steppers, args.iters, args.warmup)
-        for mode in MODES:
-            ref_s = statistics.median(times[0][mode])
-            crop = (
-                cfg.DATA.TRAIN_CROP_SIZE if mode == "train" else cfg.DATA.TEST_CROP_SIZE
-            )
-            for label, t in zip(ours, times[1:]):
-                ours_s = statistics.median(t[mode])
-                rows.append(
-                    [path.split("/")[-1], mode, crop, label, 1000 * ref_s,
-                     _spread(times[0][mode]), 1000 * ours_s, _spread(t[mode]),
-                     ref_s / ours_s]
-                )  # fmt: skip
+    for path, reference in zip(args.cfg, references):
+        rows += compare(path, reference, args)
     headers = ["config", "step", "crop", "ours: format", "reference ms"]
     headers += ["spread %", "ours ms", "spread %", "reference / ours"]
     print(
