@@ -146,18 +146,20 @@ def _build_reference(cfg):
 
 
 def clip_inputs(cfg, batch: int, crop: int, seed: int) -> tuple:
-    """(uint8 pathways for ours, normalised float pathways for the reference)."""
+    """(uint8 pathways for ours, normalised float pathways for the reference),
+    packed and normalised as our loader and model do it."""
+    from slowfast.datasets.transforms import pack_pathways
+    from slowfast.models import describe_model
+    from slowfast.models.input_norm import InputNormalizer
+
     gen = torch.Generator().manual_seed(seed)
-    frames = cfg.DATA.NUM_FRAMES
-    clip = torch.randint(0, 256, (batch, 3, frames, crop, crop), generator=gen)
-    clip = clip.to(torch.uint8)
-    mean = torch.tensor(cfg.DATA.MEAN).view(1, 3, 1, 1, 1)
-    std = torch.tensor(cfg.DATA.STD).view(1, 3, 1, 1, 1)
-    normed = (clip.float() / 255 - mean) / std
-    if cfg.MODEL.ARCH != "slowfast":
-        return [clip], [normed]
-    idx = torch.linspace(0, frames - 1, frames // cfg.SLOWFAST.ALPHA).long()
-    return [clip.index_select(2, idx), clip], [normed.index_select(2, idx), normed]
+    size = (batch, 3, cfg.DATA.NUM_FRAMES, crop, crop)
+    clips = torch.randint(0, 256, size, generator=gen).to(torch.uint8)
+    info = describe_model(cfg)
+    per_clip = [pack_pathways(c, info.num_pathways > 1, info.alpha) for c in clips]
+    ours = [torch.stack(p) for p in zip(*per_clip)]
+    norm = InputNormalizer(cfg.DATA.MEAN, cfg.DATA.STD)
+    return ours, [norm(x) for x in ours]
 
 
 class Stepper:

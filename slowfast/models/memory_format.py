@@ -63,6 +63,9 @@ of 10 steps) 36-42 ms against 45-50 ms with plain BN and 72-103 ms against
 import torch
 from fvcore.common.config import CfgNode
 
+from slowfast.multigrid.shapes import bn_layout
+from slowfast.utils.distributed import procs_per_machine
+
 # Narrower models run as fast or faster contiguous on CPUs (measured above).
 CPU_MIN_WIDTH = 16
 
@@ -95,9 +98,9 @@ def base_bn_splits(cfg: CfgNode) -> int:
     ``sub_batchnorm`` and 1 for the other norms.
     """
     if cfg.MULTIGRID.LONG_CYCLE or cfg.MULTIGRID.SHORT_CYCLE:
-        procs = cfg.NUM_GPUS if cfg.NUM_GPUS > 0 else cfg.NUM_CPU_PROCS
-        per_proc = cfg.TRAIN.BATCH_SIZE // max(procs, 1)
-        return max(1, per_proc // cfg.MULTIGRID.BN_BASE_SIZE)
+        procs = procs_per_machine(cfg)
+        per_proc = cfg.TRAIN.BATCH_SIZE // procs
+        return bn_layout(per_proc, procs, cfg.MULTIGRID.BN_BASE_SIZE)[0]
     if cfg.BN.NORM_TYPE == "sub_batchnorm":
         return cfg.BN.NUM_SPLITS
     return 1
