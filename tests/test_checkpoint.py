@@ -152,6 +152,25 @@ def test_reference_format_checkpoint_loads(tmp_path, caplog):
     assert "no grad-scaler state" in caplog.text
 
 
+def test_resume_keeps_this_machines_optimizer_kernel(tmp_path, cfg):
+    """A checkpoint saved with another SGD kernel loads its state, not its kernel."""
+    from slowfast.engine.optimizer import construct_optimizer
+    from slowfast.models.describe import param_groups
+
+    model = TinyNet()
+    groups = param_groups(model, cfg)
+    old = torch.optim.SGD(groups, lr=0.1, momentum=0.9, foreach=True)
+    _train_step(model, old, 0)
+    path = cu.save_checkpoint(str(tmp_path), model, old, 3, cfg)
+    fresh = TinyNet()
+    opt = construct_optimizer(fresh, cfg)
+    cu.load_checkpoint(path, fresh, optimizer=opt)
+    assert all(g["foreach"] is None for g in opt.param_groups)
+    momentum = [s["momentum_buffer"] for s in opt.state.values()]
+    assert len(momentum) == len(list(fresh.parameters()))
+    assert all(m.abs().sum() > 0 for m in momentum)
+
+
 def test_epoch_reset_loads_weights_only(tmp_path, cfg):
     model = TinyNet()
     optimizer = _optimizer(model)

@@ -227,7 +227,7 @@ def test_optimizer_groups_come_from_the_model():
     assert len(own) == 1 and own[0]["weight_decay"] == 0.5
 
 
-def test_sgd_updates_all_parameters_at_once_with_the_per_tensor_result():
+def test_sgd_gives_the_same_result_with_any_update_implementation():
     from slowfast.engine.optimizer import construct_optimizer
 
     cfg = load_config(opts=["SOLVER.WEIGHT_DECAY", "0.001", "SOLVER.MOMENTUM", "0.9"])
@@ -238,7 +238,7 @@ def test_sgd_updates_all_parameters_at_once_with_the_per_tensor_result():
     for foreach in (True, False):
         model = copy.deepcopy(start)
         opt = construct_optimizer(model, cfg)
-        assert all(g["foreach"] is True for g in opt.param_groups)
+        assert all(g["foreach"] is None for g in opt.param_groups)  # torch's choice
         for g in opt.param_groups:
             g["foreach"] = foreach
         for _ in range(3):

@@ -191,6 +191,9 @@ def _target_module(model: nn.Module, data_parallel: bool) -> nn.Module:
     return inner
 
 
+_KERNEL_FLAGS = ("foreach", "fused")  # optimizer implementation, per machine
+
+
 def _load_aux_states(
     path: str,
     checkpoint: Mapping[str, Any],
@@ -205,6 +208,12 @@ def _load_aux_states(
                 "%s has no optimizer state; the optimizer starts fresh", path
             )
         else:
+            # Which kernel runs the update is this machine's choice, not the
+            # checkpoint's (the saved groups carry the saving run's flags).
+            kernels = [
+                {k: g[k] for k in _KERNEL_FLAGS if k in g}
+                for g in optimizer.param_groups
+            ]
             try:
                 optimizer.load_state_dict(state)
             except (ValueError, KeyError, RuntimeError) as err:
@@ -212,6 +221,8 @@ def _load_aux_states(
                     f"{path}: optimizer state does not fit the optimizer: "
                     f"{_first_line(err)}"
                 ) from err
+            for group, flags in zip(optimizer.param_groups, kernels):
+                group.update(flags)
     if scaler is not None and scaler.is_enabled():
         state = checkpoint.get("scaler_state")
         if not state:
