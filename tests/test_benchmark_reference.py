@@ -62,7 +62,8 @@ def test_times_a_reference_package_and_ours_in_turns(tmp_path):
     command = [
         sys.executable, TOOL, "--reference", str(tmp_path / "ref"), "--cfg", CFG,
         "--iters", "2", "--warmup", "0", "--threads", "1",
-        "--memory-format", "default,channels_last_3d", "--json", str(out),
+        "--memory-format", "default,channels_last_3d", "--precision", "fp32,bf16",
+        "--json", str(out),
     ]  # fmt: skip
     result = subprocess.run(
         command, capture_output=True, text=True, cwd=tmp_path, timeout=300
@@ -74,11 +75,14 @@ def test_times_a_reference_package_and_ours_in_turns(tmp_path):
     assert "parameters reference 40, ours 40" not in result.stdout
     assert "keys the reference's config lacks: MODEL.MODEL_NAME" in result.stdout
     rows = json.loads(out.read_text())["rows"]
-    assert [(r[1], r[3]) for r in rows] == [
-        ("train", "default: contiguous"),
-        ("train", "channels_last_3d"),
-        ("eval", "default: contiguous"),
-        ("eval", "channels_last_3d"),
+    labels = [
+        "default: contiguous",
+        "default: contiguous, bf16",
+        "channels_last_3d",
+        "channels_last_3d, bf16",
+    ]
+    assert [(r[1], r[3]) for r in rows] == [("train", x) for x in labels] + [
+        ("eval", x) for x in labels
     ]
     for row in rows:
         assert row[0] == "Kinetics_I3D_tiny_multigrid.yaml" and row[2] == 64
@@ -92,3 +96,30 @@ def test_names_a_reference_folder_without_the_package(tmp_path):
     assert result.returncode == 2
     assert f"--reference {tmp_path}: no slowfast package folder in it" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_bf16_rows_run_ours_under_the_trainers_cpu_autocast():
+    import torch
+
+    from tests.tool_utils import load_tool
+
+    tool = load_tool("benchmark_reference.py")
+    seen = []
+    for precision in ("fp32", "bf16"):
+        with tool._autocast(CFG, precision)():
+            seen.append(
+                (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
+            )
+    assert seen[0][0] is False
+    assert seen[1] == (True, torch.bfloat16)
+
+
+def test_names_an_unknown_precision(tmp_path):
+    (tmp_path / "slowfast").mkdir()
+    command = [
+        sys.executable, TOOL, "--reference", str(tmp_path), "--cfg", CFG,
+        "--precision", "fp16",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "--precision 'fp16': use fp32 or bf16" in result.stderr

@@ -10,7 +10,10 @@ takes uint8 clips, as our loader feeds it (the model normalises them); the
 reference takes float clips normalised beforehand, as its loader feeds it.
 The table gives medians over the timed rounds and the reference's time over
 ours (above 1: ours is faster), per memory format of ours (``default`` is
-what ``build_model`` picks, ``slowfast/models/memory_format.py``).
+what ``build_model`` picks, ``slowfast/models/memory_format.py``) and per
+precision of ours (``--precision fp32,bf16``: bf16 is ``TRAIN.MIXED_PRECISION
+True``, bf16 autocast as our trainer and tester run it on CPU; off by default.
+The reference, PySlowFast 1.0, has no mixed precision: it runs fp32).
 
 The reference package and ours are both named ``slowfast``: the reference's
 models are built first, its modules are then dropped from ``sys.modules``,
@@ -24,11 +27,12 @@ counts and state-dict shapes):
     unzip -q /tmp/ref/pyslowfast-1.0-py3-none-any.whl -d /tmp/ref/pyslowfast
     python tools/benchmark_reference.py --reference /tmp/ref/pyslowfast \
         --cfg configs/Kinetics/I3D_8x8_R50.yaml --batch 2 --iters 3 \
-        --memory-format contiguous,channels_last_3d
+        --memory-format contiguous,channels_last_3d --precision fp32,bf16
 """
 
 import argparse
 import ast
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -57,9 +61,18 @@ def parse_args(argv=None) -> argparse.Namespace:
         default="default",
         help="formats of ours, comma-separated: default, contiguous, channels_last_3d",
     )
+    p.add_argument(
+        "--precision",
+        default="fp32",
+        help="precisions of ours, comma-separated: fp32, bf16 (mixed precision)",
+    )
     p.add_argument("--json", help="also write the table's rows to this file")
     args = p.parse_args(argv)
     args.formats = args.memory_format.split(",")
+    args.precisions = args.precision.split(",")
+    for precision in args.precisions:
+        if precision not in ("fp32", "bf16"):
+            p.error(f"--precision {precision!r}: use fp32 or bf16")
     for fmt in args.formats:
         if fmt not in ("default", "contiguous", "channels_last_3d"):
             p.error(
@@ -171,10 +184,14 @@ class Stepper:
         train_in: pathway tensors of a training step.
         eval_in: pathway tensors of an inference step.
         labels: class indices of the training clips.
+        autocast: returns the forward pass's precision context.
     """
 
-    def __init__(self, model, cfg, train_in, eval_in, labels) -> None:
+    def __init__(
+        self, model, cfg, train_in, eval_in, labels, autocast=contextlib.nullcontext
+    ) -> None:
         self.model = model
+        self.autocast = autocast
         self.train_in, self.eval_in, self.labels = train_in, eval_in, labels
         self.opt = torch.optim.SGD(
             model.parameters(),
@@ -189,14 +206,15 @@ class Stepper:
         if mode == "train":
             self.model.train()
             # A fresh list: the reference's forward assigns into its input list.
-            out = self.model(list(self.train_in))
-            loss = torch.nn.functional.cross_entropy(out, self.labels)
+            with self.autocast():
+                out = self.model(list(self.train_in))
+            loss = torch.nn.functional.cross_entropy(out.float(), self.labels)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             self.opt.step()
         else:
             self.model.eval()
-            with torch.no_grad():
+            with torch.no_grad(), self.autocast():
                 self.model(list(self.eval_in))
         return time.perf_counter() - start
 
@@ -236,6 +254,16 @@ def build_ours(path: str, formats: list) -> dict:
     return models
 
 
+def _autocast(path: str, precision: str):
+    """Our trainer's forward-pass context for ``precision`` on the CPU."""
+    from slowfast.config import load_config
+    from slowfast.engine.runtime import autocast_factory
+
+    mixed = str(precision == "bf16")
+    cfg = load_config([path], ["NUM_GPUS", "0", "TRAIN.MIXED_PRECISION", mixed])
+    return autocast_factory(cfg, torch.device("cpu"))
+
+
 def compare(path: str, reference: tuple, args: argparse.Namespace) -> list:
     """Times the reference's model and ours on one config; returns table rows."""
     from slowfast.config import load_config
@@ -243,6 +271,11 @@ def compare(path: str, reference: tuple, args: argparse.Namespace) -> list:
     ref, ref_cfg, skipped = reference
     cfg = load_config([path], ["NUM_GPUS", "0"])
     ours = build_ours(path, args.formats)
+    variants = {}  # table label -> (model, autocast)
+    for fmt, model in ours.items():
+        for precision in args.precisions:
+            label = fmt if precision == "fp32" else f"{fmt}, bf16"
+            variants[label] = (model, _autocast(path, precision))
     n_ref = sum(p.numel() for p in ref.parameters())
     n_ours = sum(p.numel() for p in next(iter(ours.values())).parameters())
     print(f"{path}: parameters reference {n_ref:,}, ours {n_ours:,}")
@@ -253,12 +286,15 @@ def compare(path: str, reference: tuple, args: argparse.Namespace) -> list:
     train_u8, train_f = clip_inputs(cfg, args.batch, crops["train"], 1)
     eval_u8, eval_f = clip_inputs(cfg, args.batch, crops["eval"], 2)
     steppers = [Stepper(ref, ref_cfg, train_f, eval_f, labels)]
-    steppers += [Stepper(m, cfg, train_u8, eval_u8, labels) for m in ours.values()]
+    steppers += [
+        Stepper(m, cfg, train_u8, eval_u8, labels, autocast)
+        for m, autocast in variants.values()
+    ]
     times = time_in_turns(steppers, args.iters, args.warmup)
     rows = []
     for mode in MODES:
         ref_s = statistics.median(times[0][mode])
-        for label, t in zip(ours, times[1:]):
+        for label, t in zip(variants, times[1:]):
             ours_s = statistics.median(t[mode])
             rows.append(
                 [os.path.basename(path), mode, crops[mode], label, 1000 * ref_s,
