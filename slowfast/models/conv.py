@@ -73,12 +73,26 @@ class TimeTrimmedConv3d(nn.Conv3d):
             or self.dilation[0] != 1
             or self.padding_mode != "zeros"
         ):
+            if _needs_explicit_time_padding(self, x, kernel):
+                return self._padded_conv(x, self.weight, self.padding[0])
             return self._conv_forward(x, self.weight, self.bias)
         if frames == 2 and self.groups == 1 and x.is_contiguous():
             return self._two_frame_conv(x)
         first = (kernel - taps) // 2
         weight = self.weight[:, :, first : first + taps]
+        if _needs_explicit_time_padding(self, x, taps):
+            return self._padded_conv(x, weight, taps // 2)
         padding = (taps // 2, self.padding[1], self.padding[2])
+        return nn.functional.conv3d(
+            x, weight, self.bias, self.stride, padding, self.dilation, self.groups
+        )
+
+    def _padded_conv(
+        self, x: torch.Tensor, weight: torch.Tensor, time_pad: int
+    ) -> torch.Tensor:
+        """The convolution with the temporal zero padding added to ``x`` first."""
+        x = nn.functional.pad(x, (0, 0, 0, 0, time_pad, time_pad))
+        padding = (0, self.padding[1], self.padding[2])
         return nn.functional.conv3d(
             x, weight, self.bias, self.stride, padding, self.dilation, self.groups
         )
@@ -106,3 +120,36 @@ class TimeTrimmedConv3d(nn.Conv3d):
             self.dilation[1:],
         )
         return out.unflatten(1, (-1, 2))
+
+
+def _needs_explicit_time_padding(conv: nn.Conv3d, x: torch.Tensor, taps: int) -> bool:
+    """Whether ``conv`` must pad time itself to get a right weight gradient.
+
+    oneDNN's bf16 / fp16 3D convolution on CPU (PyTorch 2.13) returns a wrong
+    weight gradient (wrong in every tap but the last, often NaN or inf) when
+    the temporal kernel, at stride 1 with temporal zero padding, is longer
+    than the clip but the clip has more than 1 frame: 3 taps over 2 frames,
+    5 taps over 2-4 (measured against float64 in both memory formats; fp32,
+    strided kernels, 1 frame and clips at least as long as the kernel are
+    right). Multigrid's coarse shapes are such clips, so bf16 autocast
+    (TRAIN.MIXED_PRECISION on CPU) trained them to NaN. The same convolution
+    of the input padded beforehand, with no temporal padding, is right.
+    """
+    if x.device.type != "cpu" or not isinstance(conv.padding, tuple):
+        return False
+    extent = conv.dilation[0] * (taps - 1) + 1
+    if not (
+        conv.padding[0] > 0
+        and conv.padding_mode == "zeros"
+        and conv.stride[0] == 1
+        and 1 < x.shape[2] < extent
+    ):
+        return False
+    return x.dtype in (torch.bfloat16, torch.float16) or _cpu_autocast_enabled()
+
+
+def _cpu_autocast_enabled() -> bool:
+    try:
+        return torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4
+        return torch.is_autocast_cpu_enabled()
