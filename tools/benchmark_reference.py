@@ -271,11 +271,12 @@ def compare(path: str, reference: tuple, args: argparse.Namespace) -> list:
     ref, ref_cfg, skipped = reference
     cfg = load_config([path], ["NUM_GPUS", "0"])
     ours = build_ours(path, args.formats)
+    autocasts = {p: _autocast(path, p) for p in args.precisions}
     variants = {}  # table label -> (model, autocast)
     for fmt, model in ours.items():
-        for precision in args.precisions:
+        for precision, autocast in autocasts.items():
             label = fmt if precision == "fp32" else f"{fmt}, bf16"
-            variants[label] = (model, _autocast(path, precision))
+            variants[label] = (model, autocast)
     n_ref = sum(p.numel() for p in ref.parameters())
     n_ours = sum(p.numel() for p in next(iter(ours.values())).parameters())
     print(f"{path}: parameters reference {n_ref:,}, ours {n_ours:,}")
