@@ -73,8 +73,16 @@ def test_benchmark_runs_on_tiny_data(tiny_kinetics, tmp_path):
         assert cache in ("off", "on") and workers == 0
         assert ms > 0 and clips == pytest.approx(batch / ms * 1000)
         assert overall > 0 and fed > 0 and 0 <= wait <= 100
-    decode_off = [row[4] for row in data["stages"] if row[0] == "off"]
-    decode_on = [row[4] for row in data["stages"] if row[0] == "on"]
+    for rows in (data["stages"][:6], data["stages"][6:]):
+        batches = [row[4] for row in rows]
+        assert batches == [s["batch"] for s in data["shapes"]]
+        assert [row[5] for row in rows] == ["full"] * 6  # no renditions.json
+        for row in rows:  # loader CPU per iteration = ms per clip x batch
+            assert row[10] == pytest.approx(row[8] * row[4])
+            assert row[11] == f"{row[10] / rows[3][10]:.2f}x"
+        assert rows[3][11] == "1.00x"  # the base shape
+    decode_off = [row[6] for row in data["stages"] if row[0] == "off"]
+    decode_on = [row[6] for row in data["stages"] if row[0] == "on"]
     # A warm cache skips decoding: clips come out much faster than from mp4.
     assert sum(decode_on) < sum(decode_off) / 3
 

@@ -45,6 +45,7 @@ from slowfast.utils.benchmark import (
     MODEL_HEADERS,
     Shape,
     TrainStep,
+    base_shape_index,
     model_rows,
     multigrid_shapes,
 )
@@ -105,16 +106,18 @@ def torch_threads(num: int):
         torch.set_num_threads(before)
 
 
-def time_stages(dataset, grid, items: int, seed: int) -> Dict[str, float]:
+def time_stages(dataset, grids, items: int, seed: int) -> List[Dict[str, float]]:
     """Times decode and transform of single items in this process (1 thread).
 
     The dataset's clip loader (``_load_clip``: decode and temporal sampling)
-    is wrapped with a timer for the sample; transform is the rest of the item
-    (spatial resize/crop/flip, normalisation, pathway packing, label).
+    is wrapped with a timer; transform is the rest of the item (spatial
+    resize/crop/flip, pathway packing, label). The grids take turns in
+    rounds of 8 items after 4 untimed items each, so that a drift of the
+    machine's speed spreads over all of them.
 
     Returns:
-        dict: median ms per clip of "decode", "transform" and "total" over
-        ``items`` items spread over the dataset.
+        list: per grid, the median ms per clip of "decode", "transform" and
+        "total" over ``items`` items spread over the dataset.
     """
     decode_s: List[float] = []
     inner = dataset._load_clip
@@ -126,24 +129,36 @@ def time_stages(dataset, grid, items: int, seed: int) -> Dict[str, float]:
         finally:
             decode_s.append(time.perf_counter() - start)
 
+    def one(grid, k: int):
+        decode_s.clear()
+        start = time.perf_counter()
+        dataset[((k * 7919) % len(dataset), grid, seed + k)]
+        return time.perf_counter() - start, sum(decode_s)
+
     dataset._load_clip = timed
-    totals, decodes = [], []
+    samples: List[List[tuple]] = [[] for _ in grids]
     try:
         with torch_threads(1):
-            for k in range(items):
-                decode_s.clear()
-                start = time.perf_counter()
-                dataset[((k * 7919) % len(dataset), grid, seed + k)]
-                totals.append(time.perf_counter() - start)
-                decodes.append(sum(decode_s))
+            for grid in grids:
+                for k in range(4):
+                    one(grid, items + k)
+            for first in range(0, items, 8):
+                for g, grid in enumerate(grids):
+                    for k in range(first, min(first + 8, items)):
+                        samples[g].append(one(grid, k))
     finally:
         del dataset._load_clip
-    transforms = [t - d for t, d in zip(totals, decodes)]
-    return {
-        "decode": 1000 * statistics.median(decodes),
-        "transform": 1000 * statistics.median(transforms),
-        "total": 1000 * statistics.median(totals),
-    }
+    results = []
+    for timings in samples:
+        totals = [t for t, _ in timings]
+        results.append(
+            {
+                "decode": 1000 * statistics.median(d for _, d in timings),
+                "transform": 1000 * statistics.median(t - d for t, d in timings),
+                "total": 1000 * statistics.median(totals),
+            }
+        )
+    return results
 
 
 def prefill_cache(dataset, seed: int) -> float:
@@ -276,12 +291,18 @@ def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
         fill = prefill_cache(loader.dataset, cfg.RNG_SEED)
         print(f"(cache on, {workers} workers: prefill took {fill:.1f} s)", flush=True)
     if workers == 0 and args.stage_items > 0:
-        for shape in shapes:
-            grid = SamplingGrid.from_shape(cfg, shape.frames, shape.crop)
-            ms = time_stages(loader.dataset, grid, args.stage_items, cfg.RNG_SEED)
-            row = [cache, shape.kind, shape.frames, shape.crop, ms["decode"]]
-            row += [ms["transform"], ms["total"], 1000 / ms["total"]]
+        dataset = loader.dataset
+        grids = [SamplingGrid.from_shape(cfg, s.frames, s.crop) for s in shapes]
+        timings = time_stages(dataset, grids, args.stage_items, cfg.RNG_SEED)
+        for shape, grid, ms in zip(shapes, grids, timings):
+            source = dataset.rendition(grid) or "full"
+            row = [cache, shape.kind, shape.frames, shape.crop, shape.batch, source]
+            row += [ms["decode"], ms["transform"], ms["total"], 1000 / ms["total"]]
+            row += [ms["total"] * shape.batch]
             stage_rows.append(row)
+        base = stage_rows[-len(shapes) + base_shape_index(cfg, shapes)][-1]
+        for row in stage_rows[-len(shapes) :]:
+            row.append(f"{row[-1] / base:.2f}x")
     batches = Batches(loader)
     for shape in shapes:
         row = [cache, workers, shape.kind, shape.frames, shape.crop, shape.batch]
@@ -299,8 +320,9 @@ def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
     return stage_rows, loader_rows
 
 
-STAGE_HEADERS = ["cache", "shape", "t", "crop", "decode ms", "transform ms"]
-STAGE_HEADERS += ["total ms", "clips/s/core"]
+STAGE_HEADERS = ["cache", "shape", "t", "crop", "batch", "source"]
+STAGE_HEADERS += ["decode ms", "transform ms", "total ms", "clips/s/core"]
+STAGE_HEADERS += ["ms/iter", "vs base"]
 LOADER_HEADERS = ["cache", "workers", "shape", "t", "crop", "batch", "ms/batch"]
 LOADER_HEADERS += ["clips/s", "clips/s all"]
 
@@ -349,7 +371,9 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
     if results["stages"]:
         print(
             "\nPer-clip cost in one process, 1 thread (median over "
-            f"{args.stage_items} items):"
+            f"{args.stage_items} items; source: the short side read, 'full' or "
+            "a rendition; ms/iter: loader CPU per iteration = total x batch; "
+            "vs base: relative to the base shape's):"
         )
         print(format_table(STAGE_HEADERS, results["stages"]))
     if not args.model_only:

@@ -3,15 +3,17 @@ r"""Turns the official downloads of a dataset into the layout the configs read.
 
 Usage:
     python tools/prepare_dataset.py kinetics --annotations DIR --videos DIR --out DIR \
-        [--short-side 256] [--workers N] [--cfg X.yaml]
+        [--short-side 256] [--renditions auto|none|182,128] [--workers N] [--cfg X.yaml]
     python tools/prepare_dataset.py ssv2 --annotations DIR --videos DIR --out DIR \
         [--fps 30]
     python tools/prepare_dataset.py charades --annotations DIR --videos DIR --out DIR \
         [--fps 24]
 
 kinetics: the official CSVs (train.csv, validate.csv, test.csv) and the clips
-found by YouTube id under --videos -> clips re-encoded to --short-side, list
-files and classids.json. ssv2: the three JSON files and <id>.webm -> JPEG
+found by YouTube id under --videos -> clips re-encoded to --short-side (H.264
+settings chosen for decoding speed), by default also at 1/sqrt(2) and 1/2 of
+it for multigrid's coarse grids (--renditions; DATASET.md, "Fast loading"),
+list files and classids.json. ssv2: the three JSON files and <id>.webm -> JPEG
 frames at --fps and frame lists. charades: Charades_v1_train.csv /
 Charades_v1_test.csv with the videos, or the official frames folder
 (Charades_v1_rgb) as --videos -> frame lists with per-frame labels.
@@ -49,10 +51,38 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="the dataset folder to write")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--short-side", type=int, default=256, help="kinetics")
+    parser.add_argument(
+        "--renditions",
+        default="auto",
+        help="kinetics: also write these short sides for coarse multigrid grids "
+        "(auto: 1/sqrt(2) and 1/2 of --short-side; none; or e.g. 182,128)",
+    )
     parser.add_argument("--fps", type=float, default=None, help="ssv2 30, charades 24")
     parser.add_argument("--cfg", default=None, help="config for the final check")
     parser.add_argument("--no-verify", action="store_true", help="skip the check")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.renditions = _renditions(parser, args.renditions, args.short_side)
+    return args
+
+
+def _renditions(parser, text: str, short: int) -> List[int]:
+    """The rendition sizes of --renditions (auto, none, or a list)."""
+    from slowfast.datasets.renditions import rendition_sizes
+
+    if text == "auto":
+        return list(rendition_sizes(short))
+    if text == "none":
+        return []
+    try:
+        sizes = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or any(s < 2 or s % 2 or s >= short for s in sizes):
+        parser.error(
+            f"--renditions {text}: use auto, none, or even short sides below "
+            f"--short-side {short}, e.g. 182,128"
+        )
+    return sizes
 
 
 def verify(cfg_file: str, out: str, dataset: str, splits: List[str]) -> int:
@@ -89,7 +119,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if args.dataset == "kinetics":
             splits, failures, notes = kinetics.prepare(
-                args.annotations, args.videos, args.out, args.short_side, args.workers
+                args.annotations,
+                args.videos,
+                args.out,
+                args.short_side,
+                args.workers,
+                args.renditions,
             )
         else:
             module = ssv2 if args.dataset == "ssv2" else charades

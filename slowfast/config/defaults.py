@@ -204,6 +204,11 @@ _C.DATA.TEST_CROP_SIZE = 256
 _C.DATA.TARGET_FPS = 30
 # Video decoding backend: "pyav" (videos) or "frames" (folders of JPEGs).
 _C.DATA.DECODING_BACKEND = "pyav"
+# Read coarse training grids (multigrid's smaller crops) from the lower-
+# resolution renditions listed in PATH_TO_DATA_DIR/renditions.json, which
+# tools/prepare_dataset.py writes (slowfast/datasets/renditions.py). Same
+# field of view, fewer pixels to decode. No effect without that file.
+_C.DATA.USE_RENDITIONS = True
 # Charades: sample frames with the inverse-uniform scheme.
 _C.DATA.INV_UNIFORM_SAMPLE = False
 # Random horizontal flip at training.

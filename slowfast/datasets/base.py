@@ -39,6 +39,7 @@ from slowfast.datasets.decoder import DecodeError
 from slowfast.datasets.frame_cache import FrameCache
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError, label_problem
+from slowfast.datasets.renditions import Renditions, load_renditions, rendition_path
 from slowfast.datasets.transforms import (
     jitter_size,
     pack_pathways,
@@ -140,18 +141,28 @@ class VideoDataset(Dataset):
         self._cache: Optional[FrameCache] = None
         self._reformatter: Optional[VideoReformatter] = None
         self._reported: set = set()
+        self.renditions: Optional[Renditions] = None
+        if cfg.DATA.USE_RENDITIONS and split == "train":
+            try:
+                self.renditions = load_renditions(cfg.DATA.PATH_TO_DATA_DIR)
+            except ValueError as err:
+                raise DataError(str(err)) from err
         self.num_videos = self._load_annotations()
         if self.num_videos == 0:
             raise DataError(
                 f"{self.display_name} {split}: no videos found ({self.source})"
             )
         logger.info(
-            "%s %s: %d videos, %d entries (%s)",
+            "%s %s: %d videos, %d entries (%s)%s",
             self.display_name,
             split,
             self.num_videos,
             len(self),
             self.source,
+            f"; renditions {list(self.renditions.sizes)} of short side "
+            f"{self.renditions.short_side} for coarse grids"
+            if self.renditions
+            else "",
         )
 
     # ----------------------------------------------------------- subclass API
@@ -267,6 +278,46 @@ class VideoDataset(Dataset):
         state = self.__dict__.copy()
         state["_cache"] = state["_reformatter"] = None
         return state
+
+    def rendition(self, grid: SamplingGrid) -> Optional[int]:
+        """The rendition a training grid reads (None: full resolution).
+
+        The smallest stored short side at least ``grid.jitter_max /
+        base_grid.jitter_max`` of the full one (``renditions.Renditions.pick``).
+        """
+        if self.renditions is None or grid.jitter_max >= self.base_grid.jitter_max:
+            return None
+        return self.renditions.pick(grid.jitter_max / self.base_grid.jitter_max)
+
+    def load_with_rendition(self, grid: SamplingGrid, path: str, load):
+        """``load(path)`` on the grid's rendition of ``path``, else on ``path``.
+
+        A rendition that cannot be read is reported once and the full
+        resolution read instead (the clip is the same, only slower); a
+        failing full-resolution file raises as usual.
+
+        Args:
+            grid: the clip's sampling grid.
+            path: the full-resolution video file or frame.
+            load: ``load(path_or_mapping)``; called with a function mapping a
+                full-resolution path to the one to read.
+        """
+        size = self.rendition(grid)
+        if size is not None:
+            try:
+                return load(lambda p: rendition_path(p, size))
+            except DecodeError as err:
+                if ("rendition", path) not in self._reported:
+                    self._reported.add(("rendition", path))
+                    logger.warning(
+                        "Rendition %d of %s unreadable, reading the full "
+                        "resolution instead (run tools/prepare_dataset.py again "
+                        "to write it): %s",
+                        size,
+                        path,
+                        err,
+                    )
+        return load(lambda p: p)
 
     def _check_label(self, label: int, where: str) -> None:
         """Raises one line naming ``where`` when a class id is out of range."""

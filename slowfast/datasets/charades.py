@@ -103,7 +103,13 @@ class Charades(VideoDataset):
         paths = self._paths[video_idx]
         rate = grid.draw_rate(rng)
         seq = charades_indices(len(paths), grid.num_frames, rate, fraction, rng)
-        frames = load_frames([paths[i] for i in seq], self.frame_cache())
+        frames = self.load_with_rendition(
+            grid,
+            paths[seq[0]],
+            lambda where: load_frames(
+                [where(paths[i]) for i in seq], self.frame_cache()
+            ),
+        )
         if self.split == "train":
             labels = union(self._frame_labels[video_idx][seq[0] : seq[-1] + 1])
         else:

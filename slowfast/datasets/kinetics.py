@@ -106,9 +106,19 @@ class Kinetics(VideoDataset):
             idx = positions_to_indices(
                 sample_fn(len(files), float(target_fps)), len(files)
             )
-            frames = load_frames([files[i] for i in idx], self.frame_cache())
+
+            def load(where):
+                return load_frames([where(files[i]) for i in idx], self.frame_cache())
+
         else:
-            frames = decode_pyav(
-                path, sample_fn, self._threads, self.frame_cache(), self.reformatter()
-            )
-        return frames, self._labels[video_idx]
+
+            def load(where):
+                return decode_pyav(
+                    where(path),
+                    sample_fn,
+                    self._threads,
+                    self.frame_cache(),
+                    self.reformatter(),
+                )
+
+        return self.load_with_rendition(grid, path, load), self._labels[video_idx]

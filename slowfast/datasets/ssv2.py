@@ -121,5 +121,11 @@ class Ssv2(VideoDataset):
     ):
         paths = self._paths[video_idx]
         seq = ssv2_indices(len(paths), grid.num_frames, rng)
-        frames = load_frames([paths[i] for i in seq], self.frame_cache())
+        frames = self.load_with_rendition(
+            grid,
+            paths[seq[0]],
+            lambda where: load_frames(
+                [where(paths[i]) for i in seq], self.frame_cache()
+            ),
+        )
         return frames, self._labels[video_idx]

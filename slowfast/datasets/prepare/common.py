@@ -120,34 +120,94 @@ def decode_rgb(path: str, fps: Optional[float] = None) -> Tuple[np.ndarray, floa
     return np.stack([frames[max(0, i)] for i in picks]), float(fps)
 
 
-def reencode(src: str, dst: str, short: int, gop_seconds: float = 1.0) -> None:
-    """Re-encodes a video with PyAV: short side ``short``, no audio, H.264 (or
-    MPEG-4) with a keyframe every ``gop_seconds``; written atomically."""
+# x264 settings of prepared clips, chosen by measurement (DATASET.md, "Fast
+# loading"): "fastdecode" (CAVLC entropy coding, no deblocking filter, no
+# weighted prediction) and B-frames that no other frame references
+# ("b-pyramid=none"), which the loader's selective decoding skips unless it
+# needs them. Same quality as x264's defaults at CRF 20 (PSNR against the
+# source), about 8% larger, 2-2.5x faster to decode.
+PREPARED_X264 = {
+    "crf": "20",
+    "preset": "veryfast",
+    "tune": "fastdecode",
+    "x264-params": "b-pyramid=none",
+    "threads": "1",
+}
+
+
+def _open_output(path: str, codec: str, rate, size: Tuple[int, int], gop: int):
+    out = av.open(path, mode="w", format="mp4")
+    options = {"g": str(max(1, gop))}
+    if codec == "libx264":
+        options.update(PREPARED_X264)
+    stream = out.add_stream(codec, rate=rate, options=options)
+    stream.width, stream.height = size
+    stream.pix_fmt = "yuv420p"
+    return out, stream
+
+
+def reencode(
+    src: str,
+    dst: str,
+    short: int,
+    gop_seconds: float = 1.0,
+    renditions: Sequence[int] = (),
+    rendition_gop_seconds: float = 0.25,
+) -> None:
+    """Re-encodes a video with PyAV: short side ``short``, no audio, H.264
+    (``PREPARED_X264``; MPEG-4 where PyAV has no libx264) with a keyframe
+    every ``gop_seconds``; written atomically.
+
+    Args:
+        src: the source video.
+        dst: the output file.
+        short: its short side.
+        gop_seconds: keyframe interval of ``dst``.
+        renditions: also write these short sides, each to
+            ``rendition_path(dst, size)``, from the same decode of ``src``.
+        rendition_gop_seconds: keyframe interval of the renditions (short:
+            their frames are small, and coarse grids read few frames a clip).
+    """
     from slowfast.datasets.demo.writers import pick_codec
+    from slowfast.datasets.renditions import rendition_path
 
     codec = pick_codec()
-    tmp = f"{dst}.{os.getpid()}.part"
     os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
-    with av.open(src) as source, av.open(tmp, mode="w", format="mp4") as out:
-        video = source.streams.video[0]
-        rate = video.average_rate or video.guessed_rate or Fraction(30)
-        width, height = short_side_size(video.width, video.height, short)
-        options = {"g": str(max(1, int(round(float(rate) * gop_seconds))))}
-        if codec == "libx264":
-            options.update({"crf": "20", "preset": "veryfast"})
-        stream = out.add_stream(codec, rate=rate, options=options)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        count = 0
-        for frame in source.decode(video):
-            frame = frame.reformat(width=width, height=height, format="yuv420p")
-            frame.pts, frame.time_base = count, 1 / Fraction(rate)
-            out.mux(stream.encode(frame))
-            count += 1
-        out.mux(stream.encode(None))
+    targets = [(dst, short, gop_seconds)]
+    targets += [(rendition_path(dst, s), s, rendition_gop_seconds) for s in renditions]
+    outputs = []
+    try:
+        with av.open(src) as source:
+            video = source.streams.video[0]
+            rate = video.average_rate or video.guessed_rate or Fraction(30)
+            for path, size, gop in targets:
+                dims = short_side_size(video.width, video.height, size)
+                tmp = f"{path}.{os.getpid()}.part"
+                gop_frames = int(round(float(rate) * gop))
+                outputs.append(
+                    (path, tmp, dims, *_open_output(tmp, codec, rate, dims, gop_frames))
+                )
+            count = 0
+            for frame in source.decode(video):
+                for _, _, (width, height), out, stream in outputs:
+                    scaled = frame.reformat(
+                        width=width, height=height, format="yuv420p"
+                    )
+                    scaled.pts, scaled.time_base = count, 1 / Fraction(rate)
+                    out.mux(stream.encode(scaled))
+                count += 1
+            for _, _, _, out, stream in outputs:
+                out.mux(stream.encode(None))
+    finally:
+        for _, _, _, out, _ in outputs:
+            out.close()
     if count == 0:
-        os.remove(tmp)
+        for _, tmp, *_ in outputs:
+            os.remove(tmp)
         raise ValueError(f"{src}: no video frames")
-    os.replace(tmp, dst)
+    # The full-resolution file last: once it exists, its renditions do.
+    for path, tmp, *_ in outputs[::-1]:
+        os.replace(tmp, path)
 
 
 def index_files(root: str, extensions: Sequence[str]) -> dict:

@@ -8,14 +8,18 @@ anywhere under the videos folder, named ``<id>_<start:06d>_<end:06d>.<ext>``
 ``videos/<split>/<id>_<start>_<end>.mp4`` re-encoded to a short side (no audio,
 a keyframe every second), ``train.csv`` / ``val.csv`` / ``test.csv`` list files
 (``path label``, paths relative to the output folder) and ``classids.json``.
+With renditions, each clip is also written at smaller short sides
+(``<name>.s182.mp4``, ``<name>.s128.mp4`` for 256) and ``renditions.json``
+lists them (``slowfast/datasets/renditions.py``).
 """
 
 import csv
 import json
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from slowfast.datasets.prepare.common import index_files, reencode, run_items
+from slowfast.datasets.renditions import rendition_path, write_renditions
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".avi", ".mov")
 SPLIT_FILES = {"train": ("train.csv",), "val": ("validate.csv", "val.csv")}
@@ -38,16 +42,22 @@ def clip_name(row: Dict[str, str]) -> str:
     return f"{row['youtube_id']}_{start:06d}_{end:06d}"
 
 
-def _convert(item: Tuple[str, str, str, int]) -> str:
-    name, src, dst, short = item
-    if os.path.exists(dst):
+def _convert(item: Tuple[str, str, str, int, Tuple[int, ...]]) -> str:
+    name, src, dst, short, sizes = item
+    paths = [dst] + [rendition_path(dst, size) for size in sizes]
+    if all(os.path.exists(p) for p in paths):
         return "skipped"
-    reencode(src, dst, short)
+    reencode(src, dst, short, renditions=sizes)
     return "done"
 
 
 def prepare(
-    annotations: str, videos: str, out: str, short: int, workers: int
+    annotations: str,
+    videos: str,
+    out: str,
+    short: int,
+    workers: int,
+    renditions: Sequence[int] = (),
 ) -> Tuple[List[str], List[Tuple[str, str]], List[str]]:
     """Prepares Kinetics; returns the splits written, the failures and notes.
 
@@ -57,7 +67,9 @@ def prepare(
         out: output dataset folder.
         short: short side of the re-encoded clips.
         workers: processes.
+        renditions: smaller short sides also written for every clip.
     """
+    renditions = tuple(sorted(set(renditions), reverse=True))
     found = index_files(videos, VIDEO_EXTENSIONS)
     tables: Dict[str, List[Dict[str, str]]] = {}
     for split, names in SPLIT_FILES.items():
@@ -91,7 +103,7 @@ def prepare(
                 failures.append((name, f"unknown class {row.get('label')!r}"))
                 continue
             relative = f"videos/{split}/{name}.mp4"
-            items.append((name, src, os.path.join(out, relative), short))
+            items.append((name, src, os.path.join(out, relative), short, renditions))
             entries.append((name, relative, label))
         rows_by_split[split] = entries
     _, failed = run_items(items, _convert, workers, "kinetics clips")
@@ -108,6 +120,10 @@ def prepare(
             notes.append("no test.csv: our test.csv lists the val clips")
     with open(os.path.join(out, "classids.json"), "w") as f:
         json.dump(class_ids, f, indent=1)
+    if renditions:
+        write_renditions(out, short, renditions)
+    elif os.path.exists(os.path.join(out, "renditions.json")):
+        os.remove(os.path.join(out, "renditions.json"))
     return written, failures, notes
 
 
