@@ -21,6 +21,8 @@ setup(
         "scikit-learn",
         "matplotlib",
         "PyYAML",
+        "Pillow",
+        "simplejpeg>=1.6",
     ],
     extras_require={
         "dev": ["pytest>=7", "ruff", "submitit"],

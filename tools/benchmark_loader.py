@@ -40,6 +40,7 @@ import torch
 
 from slowfast.config import load_config
 from slowfast.datasets import SamplingGrid, construct_loader, loader_set_epoch
+from slowfast.datasets.renditions import suffix
 from slowfast.utils.benchmark import (
     MEMORY_FORMATS,
     MODEL_HEADERS,
@@ -295,7 +296,8 @@ def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
         grids = [SamplingGrid.from_shape(cfg, s.frames, s.crop) for s in shapes]
         timings = time_stages(dataset, grids, args.stage_items, cfg.RNG_SEED)
         for shape, grid, ms in zip(shapes, grids, timings):
-            source = dataset.rendition(grid) or "full"
+            scale = dataset.rendition(grid)
+            source = suffix(scale)[1:] if scale else "full"
             row = [cache, shape.kind, shape.frames, shape.crop, shape.batch, source]
             row += [ms["decode"], ms["transform"], ms["total"], 1000 / ms["total"]]
             row += [ms["total"] * shape.batch]
@@ -371,8 +373,8 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
     if results["stages"]:
         print(
             "\nPer-clip cost in one process, 1 thread (median over "
-            f"{args.stage_items} items; source: the short side read, 'full' or "
-            "a rendition; ms/iter: loader CPU per iteration = total x batch; "
+            f"{args.stage_items} items; source: what was read, the 'full' "
+            "resolution or a rendition (r71: scaled by 0.71); ms/iter: loader CPU per iteration = total x batch; "
             "vs base: relative to the base shape's):"
         )
         print(format_table(STAGE_HEADERS, results["stages"]))

@@ -13,8 +13,10 @@ Examples:
 ``--footage N`` writes Kinetics-like downloads instead of Moving Digits (N
 training and N/4 validation clips: short side 256, 10 s, 30 fps, textured,
 moving camera, H.264 as downloaded; ``slowfast/datasets/demo/footage.py``) in
-the official layout, for ``tools/prepare_dataset.py kinetics`` and the loader
-benchmark.
+the official layout (``annotations/``, ``downloads/``), for
+``tools/prepare_dataset.py kinetics`` and the loader benchmark, and the same
+clips as JPEG frame folders with renditions (``frames/``, a Kinetics dataset
+for ``DATA.DECODING_BACKEND frames``).
 """
 
 import argparse

@@ -3,7 +3,8 @@ r"""Turns the official downloads of a dataset into the layout the configs read.
 
 Usage:
     python tools/prepare_dataset.py kinetics --annotations DIR --videos DIR --out DIR \
-        [--short-side 256] [--renditions auto|none|182,128] [--workers N] [--cfg X.yaml]
+        [--short-side 256] [--renditions auto|none|0.7071,0.5] [--workers N] \
+        [--cfg X.yaml]
     python tools/prepare_dataset.py ssv2 --annotations DIR --videos DIR --out DIR \
         [--fps 30]
     python tools/prepare_dataset.py charades --annotations DIR --videos DIR --out DIR \
@@ -54,35 +55,35 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         "--renditions",
         default="auto",
-        help="kinetics: also write these short sides for coarse multigrid grids "
-        "(auto: 1/sqrt(2) and 1/2 of --short-side; none; or e.g. 182,128)",
+        help="also write the videos (frames) at these scales for multigrid's "
+        "coarse grids (auto: 0.7071,0.5; none)",
     )
     parser.add_argument("--fps", type=float, default=None, help="ssv2 30, charades 24")
     parser.add_argument("--cfg", default=None, help="config for the final check")
     parser.add_argument("--no-verify", action="store_true", help="skip the check")
     args = parser.parse_args(argv)
-    args.renditions = _renditions(parser, args.renditions, args.short_side)
+    args.renditions = _renditions(parser, args.renditions)
     return args
 
 
-def _renditions(parser, text: str, short: int) -> List[int]:
-    """The rendition sizes of --renditions (auto, none, or a list)."""
-    from slowfast.datasets.renditions import rendition_sizes
+def _renditions(parser, text: str) -> List[float]:
+    """The rendition scales of --renditions (auto, none, or a list)."""
+    from slowfast.datasets.renditions import DEFAULT_SCALES
 
     if text == "auto":
-        return list(rendition_sizes(short))
+        return list(DEFAULT_SCALES)
     if text == "none":
         return []
     try:
-        sizes = [int(v) for v in text.split(",") if v.strip()]
+        scales = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        sizes = []
-    if not sizes or any(s < 2 or s % 2 or s >= short for s in sizes):
+        scales = []
+    if not scales or any(not 0.1 <= s < 1 for s in scales):
         parser.error(
-            f"--renditions {text}: use auto, none, or even short sides below "
-            f"--short-side {short}, e.g. 182,128"
+            f"--renditions {text}: use auto, none, or scales in [0.1, 1), "
+            "e.g. 0.7071,0.5"
         )
-    return sizes
+    return scales
 
 
 def verify(cfg_file: str, out: str, dataset: str, splits: List[str]) -> int:
@@ -130,7 +131,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             module = ssv2 if args.dataset == "ssv2" else charades
             fps = args.fps or (30.0 if args.dataset == "ssv2" else 24.0)
             splits, failures, notes = module.prepare(
-                args.annotations, args.videos, args.out, fps, args.workers
+                args.annotations,
+                args.videos,
+                args.out,
+                fps,
+                args.workers,
+                args.renditions,
             )
     except (FileNotFoundError, ValueError) as err:  # annotation files and columns
         print(f"error: {err}", file=sys.stderr)

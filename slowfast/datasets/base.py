@@ -159,8 +159,7 @@ class VideoDataset(Dataset):
             self.num_videos,
             len(self),
             self.source,
-            f"; renditions {list(self.renditions.sizes)} of short side "
-            f"{self.renditions.short_side} for coarse grids"
+            f"; renditions at scales {list(self.renditions.scales)} for coarse grids"
             if self.renditions
             else "",
         )
@@ -279,11 +278,11 @@ class VideoDataset(Dataset):
         state["_cache"] = state["_reformatter"] = None
         return state
 
-    def rendition(self, grid: SamplingGrid) -> Optional[int]:
-        """The rendition a training grid reads (None: full resolution).
+    def rendition(self, grid: SamplingGrid) -> Optional[float]:
+        """The rendition (scale) a training grid reads (None: the original).
 
-        The smallest stored short side at least ``grid.jitter_max /
-        base_grid.jitter_max`` of the full one (``renditions.Renditions.pick``).
+        The smallest stored scale at least ``grid.jitter_max /
+        base_grid.jitter_max`` (``renditions.Renditions.pick``).
         """
         if self.renditions is None or grid.jitter_max >= self.base_grid.jitter_max:
             return None
@@ -302,18 +301,18 @@ class VideoDataset(Dataset):
             load: ``load(path_or_mapping)``; called with a function mapping a
                 full-resolution path to the one to read.
         """
-        size = self.rendition(grid)
-        if size is not None:
+        scale = self.rendition(grid)
+        if scale is not None:
             try:
-                return load(lambda p: rendition_path(p, size))
+                return load(lambda p: rendition_path(p, scale))
             except DecodeError as err:
                 if ("rendition", path) not in self._reported:
                     self._reported.add(("rendition", path))
                     logger.warning(
-                        "Rendition %d of %s unreadable, reading the full "
-                        "resolution instead (run tools/prepare_dataset.py again "
-                        "to write it): %s",
-                        size,
+                        "Rendition %g of %s unreadable, reading the original "
+                        "instead (run tools/prepare_dataset.py again to write "
+                        "it): %s",
+                        scale,
                         path,
                         err,
                     )

@@ -10,7 +10,9 @@ default preset and quality, a keyframe every 250 frames, B-frames, no audio).
 ``make_footage`` writes them in the layout of the official Kinetics download
 (``annotations/{train,validate}.csv`` and ``downloads/<id>_<start>_<end>.mp4``),
 so that ``tools/prepare_dataset.py kinetics`` prepares them as it prepares
-Kinetics. The pixels depend only on the seed.
+Kinetics, and the same clips as a Kinetics dataset of JPEG frame folders
+(``frames/``: list files, one folder of 30 fps frames per clip, renditions, for
+``DATA.DECODING_BACKEND frames``). The pixels depend only on the seed.
 """
 
 import csv
@@ -177,29 +179,60 @@ def write_download(path: str, frames: np.ndarray, fps: int) -> None:
         container.mux(stream.encode(None))
 
 
+def write_frame_folder(out: str, video: str, name: str, scales) -> str:
+    """Writes a video's frames as JPEGs (and renditions) under ``out/videos``.
+
+    Returns:
+        str: the folder, relative to ``out``.
+    """
+    from slowfast.datasets.demo.writers import write_jpeg_frames
+
+    folder = f"videos/{name}"
+    done = os.path.join(out, folder, ".complete")
+    if not os.path.exists(done):
+        with av.open(video) as container:
+            frames = np.stack(
+                [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+            )
+        write_jpeg_frames(out, folder, "{:06d}.jpg", frames, scales=scales)
+        open(done, "w").close()
+    return folder
+
+
 def make_footage(
-    out: str, num_train: int, num_val: int, seed: int = 0, classes: int = 4
+    out: str,
+    num_train: int,
+    num_val: int,
+    seed: int = 0,
+    classes: int = 4,
+    frames: bool = True,
 ) -> List[str]:
     """Writes Kinetics-like downloads and their official-style CSVs.
 
     Args:
-        out: folder; gets ``annotations/`` and ``downloads/``.
+        out: folder; gets ``annotations/``, ``downloads/`` and (with
+            ``frames``) ``frames/``.
         num_train: training clips.
         num_val: validation clips.
         seed: base seed.
         classes: number of (meaningless) class names.
+        frames: also write the frame-folder dataset.
 
     Returns:
         list: the clip files written (existing ones are kept).
     """
+    from slowfast.datasets.demo.writers import write_kinetics_list
+    from slowfast.datasets.renditions import DEFAULT_SCALES, write_renditions
+
     spec = FootageSpec()
     written = []
+    frame_root = os.path.join(out, "frames")
     os.makedirs(os.path.join(out, "annotations"), exist_ok=True)
     for split, count, offset in (
         ("train", num_train, 0),
         ("validate", num_val, num_train),
     ):
-        rows = []
+        rows, listed = [], []
         for k in range(count):
             youtube_id = f"footage{offset + k:05d}"
             label = f"class_{(offset + k) % classes}"
@@ -210,10 +243,20 @@ def make_footage(
                 write_download(tmp, render(seed * 100003 + offset + k, spec), spec.fps)
                 os.replace(tmp, path)
             written.append(path)
+            if frames:
+                name = os.path.splitext(os.path.basename(path))[0]
+                folder = write_frame_folder(frame_root, path, name, DEFAULT_SCALES)
+                listed.append((folder, (offset + k) % classes))
         with open(
             os.path.join(out, "annotations", f"{split}.csv"), "w", newline=""
         ) as f:
             writer = csv.writer(f)
             writer.writerow(["label", "youtube_id", "time_start", "time_end", "split"])
             writer.writerows(rows)
+        if frames:
+            lists = ("train",) if split == "train" else ("val", "test")
+            for name in lists:
+                write_kinetics_list(os.path.join(frame_root, f"{name}.csv"), listed)
+    if frames:
+        write_renditions(frame_root, DEFAULT_SCALES)
     return written

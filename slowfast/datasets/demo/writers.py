@@ -64,9 +64,14 @@ def write_mp4(
 
 
 def write_jpeg_frames(
-    root: str, folder: str, pattern: str, frames: np.ndarray, quality: int = 90
+    root: str,
+    folder: str,
+    pattern: str,
+    frames: np.ndarray,
+    quality: int = 90,
+    scales: Sequence[float] = (),
 ) -> List[str]:
-    """Writes one JPEG per frame.
+    """Writes one JPEG per frame (and per rendition).
 
     Args:
         root: dataset folder the returned paths are relative to.
@@ -74,16 +79,28 @@ def write_jpeg_frames(
         pattern: file name with one ``{}`` for the 1-based frame number.
         frames: (T, H, W, 3) uint8.
         quality: JPEG quality.
+        scales: also write the frames resized by these factors (antialiased
+            bilinear) into the sibling folders ``folder + suffix(scale)``
+            (``slowfast/datasets/renditions.py``).
 
     Returns:
-        list: frame paths relative to ``root``, in order.
+        list: frame paths relative to ``root``, in order (of ``folder``).
     """
-    os.makedirs(os.path.join(root, folder), exist_ok=True)
+    from slowfast.datasets.renditions import scaled_size, suffix
+
+    height, width = frames.shape[1:3]
+    outputs = [(folder, None)]
+    outputs += [(folder + suffix(s), scaled_size(width, height, s)) for s in scales]
+    for name, _ in outputs:
+        os.makedirs(os.path.join(root, name), exist_ok=True)
     paths = []
     for index, frame in enumerate(frames):
-        relative = f"{folder}/{pattern.format(index + 1)}"
-        Image.fromarray(frame).save(os.path.join(root, relative), quality=quality)
-        paths.append(relative)
+        image = Image.fromarray(frame)
+        file_name = pattern.format(index + 1)
+        for name, size in outputs:
+            out = image if size is None else image.resize(size, Image.BILINEAR)
+            out.save(os.path.join(root, name, file_name), quality=quality)
+        paths.append(f"{folder}/{file_name}")
     return paths
 
 

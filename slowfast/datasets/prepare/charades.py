@@ -11,7 +11,7 @@ the actions whose interval holds its time.
 
 import csv
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from slowfast.datasets.prepare.common import index_files, run_items, video_to_frames
 
@@ -52,11 +52,17 @@ def _official_frames(frames_dir: str, video_id: str) -> List[str]:
 
 
 def prepare(
-    annotations: str, videos: str, out: str, fps: float, workers: int
+    annotations: str,
+    videos: str,
+    out: str,
+    fps: float,
+    workers: int,
+    renditions: Sequence[float] = (),
 ) -> Tuple[List[str], List[Tuple[str, str]], List[str]]:
     """Prepares Charades from videos, or from the official frames when
     ``videos`` holds ``<id>/<id>-NNNNNN.jpg`` folders (then at 24 fps)."""
     from slowfast.datasets.demo.writers import frame_list_rows, write_frame_list
+    from slowfast.datasets.renditions import write_renditions
 
     os.makedirs(out, exist_ok=True)
     found = index_files(videos, VIDEO_EXTENSIONS)
@@ -80,7 +86,8 @@ def prepare(
             if frames:
                 official[vid] = [os.path.abspath(p) for p in frames]
             elif vid in found:
-                items.append((vid, found[vid], out, fps, vid + "-{:06d}.jpg"))
+                pattern = vid + "-{:06d}.jpg"
+                items.append((vid, found[vid], out, fps, pattern, tuple(renditions)))
             else:
                 failures.append((vid, "neither frames nor a video under --videos"))
         results, failed = run_items(
@@ -100,5 +107,9 @@ def prepare(
         written.append(split)
         if official:
             notes.append(f"{split}: {len(official)} videos from the official frames")
+    used_official = any("from the official frames" in note for note in notes)
+    write_renditions(out, [] if used_official else renditions)
+    if used_official and renditions:
+        notes.append("no renditions: the official frames have none")
     notes.append("test reads val.csv (Charades_v1_test.csv), as the reference")
     return written, failures, notes

@@ -151,7 +151,7 @@ def reencode(
     dst: str,
     short: int,
     gop_seconds: float = 1.0,
-    renditions: Sequence[int] = (),
+    renditions: Sequence[float] = (),
     rendition_gop_seconds: float = 0.25,
 ) -> None:
     """Re-encodes a video with PyAV: short side ``short``, no audio, H.264
@@ -163,25 +163,28 @@ def reencode(
         dst: the output file.
         short: its short side.
         gop_seconds: keyframe interval of ``dst``.
-        renditions: also write these short sides, each to
-            ``rendition_path(dst, size)``, from the same decode of ``src``.
+        renditions: also write the video at these scales, each to
+            ``rendition_path(dst, scale)``, from the same decode of ``src``.
         rendition_gop_seconds: keyframe interval of the renditions (short:
             their frames are small, and coarse grids read few frames a clip).
     """
     from slowfast.datasets.demo.writers import pick_codec
-    from slowfast.datasets.renditions import rendition_path
+    from slowfast.datasets.renditions import rendition_path, scaled_size
 
     codec = pick_codec()
     os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
-    targets = [(dst, short, gop_seconds)]
-    targets += [(rendition_path(dst, s), s, rendition_gop_seconds) for s in renditions]
     outputs = []
     try:
         with av.open(src) as source:
             video = source.streams.video[0]
             rate = video.average_rate or video.guessed_rate or Fraction(30)
-            for path, size, gop in targets:
-                dims = short_side_size(video.width, video.height, size)
+            full = short_side_size(video.width, video.height, short)
+            targets = [(dst, full, gop_seconds)]
+            for scale in renditions:
+                dims = scaled_size(*full, scale)
+                path = rendition_path(dst, scale)
+                targets.append((path, dims, rendition_gop_seconds))
+            for path, dims, gop in targets:
                 tmp = f"{path}.{os.getpid()}.part"
                 gop_frames = int(round(float(rate) * gop))
                 outputs.append(
@@ -222,28 +225,31 @@ def index_files(root: str, extensions: Sequence[str]) -> dict:
     return found
 
 
-def video_to_frames(item: Tuple[str, str, str, float, str]) -> List[str]:
+def video_to_frames(item: tuple) -> List[str]:
     """Writes a video's JPEG frames at a rate (unless done); returns their paths.
 
     Args:
         item: (video id, source video, output folder, fps, file-name pattern
-            with one ``{}`` for the 1-based frame number). The frames go to
-            ``frames/<id>/`` of the output folder; a ``.complete`` file there
-            lists them once they are all written, so a rerun skips the video.
+            with one ``{}`` for the 1-based frame number[, rendition scales]).
+            The frames go to ``frames/<id>/`` of the output folder, renditions
+            to ``frames/<id>.r71/`` and so on; a ``.complete`` file in the
+            first lists the frames once all are written, so a rerun skips the
+            video.
 
     Returns:
         list[str]: the frame paths relative to the output folder.
     """
     from slowfast.datasets.demo.writers import write_jpeg_frames
 
-    video_id, src, out, fps, pattern = item
+    video_id, src, out, fps, pattern = item[:5]
+    scales = item[5] if len(item) > 5 else ()
     folder = f"frames/{video_id}"
     done = os.path.join(out, folder, ".complete")
     if os.path.exists(done):
         with open(done) as f:
             return f.read().split()
     frames, _ = decode_rgb(src, fps)
-    paths = write_jpeg_frames(out, folder, pattern, frames)
+    paths = write_jpeg_frames(out, folder, pattern, frames, scales=scales)
     with open(done, "w") as f:
         f.write("\n".join(paths))
     return paths

@@ -8,8 +8,8 @@ anywhere under the videos folder, named ``<id>_<start:06d>_<end:06d>.<ext>``
 ``videos/<split>/<id>_<start>_<end>.mp4`` re-encoded to a short side (no audio,
 a keyframe every second), ``train.csv`` / ``val.csv`` / ``test.csv`` list files
 (``path label``, paths relative to the output folder) and ``classids.json``.
-With renditions, each clip is also written at smaller short sides
-(``<name>.s182.mp4``, ``<name>.s128.mp4`` for 256) and ``renditions.json``
+With renditions, each clip is also written at smaller scales (``<name>.r71.mp4``
+and ``<name>.r50.mp4``: short sides 182 and 128 for 256) and ``renditions.json``
 lists them (``slowfast/datasets/renditions.py``).
 """
 
@@ -42,12 +42,12 @@ def clip_name(row: Dict[str, str]) -> str:
     return f"{row['youtube_id']}_{start:06d}_{end:06d}"
 
 
-def _convert(item: Tuple[str, str, str, int, Tuple[int, ...]]) -> str:
-    name, src, dst, short, sizes = item
-    paths = [dst] + [rendition_path(dst, size) for size in sizes]
+def _convert(item: Tuple[str, str, str, int, Tuple[float, ...]]) -> str:
+    name, src, dst, short, scales = item
+    paths = [dst] + [rendition_path(dst, scale) for scale in scales]
     if all(os.path.exists(p) for p in paths):
         return "skipped"
-    reencode(src, dst, short, renditions=sizes)
+    reencode(src, dst, short, renditions=scales)
     return "done"
 
 
@@ -57,7 +57,7 @@ def prepare(
     out: str,
     short: int,
     workers: int,
-    renditions: Sequence[int] = (),
+    renditions: Sequence[float] = (),
 ) -> Tuple[List[str], List[Tuple[str, str]], List[str]]:
     """Prepares Kinetics; returns the splits written, the failures and notes.
 
@@ -67,7 +67,7 @@ def prepare(
         out: output dataset folder.
         short: short side of the re-encoded clips.
         workers: processes.
-        renditions: smaller short sides also written for every clip.
+        renditions: scales (below 1) every clip is also written at.
     """
     renditions = tuple(sorted(set(renditions), reverse=True))
     found = index_files(videos, VIDEO_EXTENSIONS)
@@ -120,10 +120,7 @@ def prepare(
             notes.append("no test.csv: our test.csv lists the val clips")
     with open(os.path.join(out, "classids.json"), "w") as f:
         json.dump(class_ids, f, indent=1)
-    if renditions:
-        write_renditions(out, short, renditions)
-    elif os.path.exists(os.path.join(out, "renditions.json")):
-        os.remove(os.path.join(out, "renditions.json"))
+    write_renditions(out, renditions)
     return written, failures, notes
 
 

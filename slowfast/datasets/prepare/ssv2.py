@@ -11,7 +11,7 @@ frame lists ``train.csv`` / ``val.csv`` and the three JSON files (copied).
 import json
 import os
 import shutil
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 from slowfast.datasets.prepare.common import index_files, run_items, video_to_frames
 
@@ -24,10 +24,16 @@ JSONS = {
 
 
 def prepare(
-    annotations: str, videos: str, out: str, fps: float, workers: int
+    annotations: str,
+    videos: str,
+    out: str,
+    fps: float,
+    workers: int,
+    renditions: Sequence[float] = (),
 ) -> Tuple[List[str], List[Tuple[str, str]], List[str]]:
     """Prepares SSv2; returns the splits written, the failures and notes."""
     from slowfast.datasets.demo.writers import frame_list_rows, write_frame_list
+    from slowfast.datasets.renditions import write_renditions
 
     os.makedirs(out, exist_ok=True)
     for name in JSONS.values():
@@ -46,7 +52,8 @@ def prepare(
             if vid not in found:
                 failures.append((vid, "video not found under the videos folder"))
                 continue
-            items.append((vid, found[vid], out, fps, vid + "_{:06d}.jpg"))
+            pattern = vid + "_{:06d}.jpg"
+            items.append((vid, found[vid], out, fps, pattern, tuple(renditions)))
         results, failed = run_items(
             items, video_to_frames, workers, f"ssv2 {split} frames"
         )
@@ -57,4 +64,5 @@ def prepare(
                 lines += frame_list_rows(item[0], index, paths, [[]] * len(paths))
         write_frame_list(os.path.join(out, f"{split}.csv"), lines)
         written.append(split)
+    write_renditions(out, renditions)
     return written, failures, ["test reads the validation files (as the reference)"]
