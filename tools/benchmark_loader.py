@@ -374,7 +374,8 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
         print(
             "\nPer-clip cost in one process, 1 thread (median over "
             f"{args.stage_items} items; source: what was read, the 'full' "
-            "resolution or a rendition (r71: scaled by 0.71); ms/iter: loader CPU per iteration = total x batch; "
+            "resolution or a rendition (r71: scaled by 0.71); ms/iter: loader "
+            "CPU per iteration = total x batch; "
             "vs base: relative to the base shape's):"
         )
         print(format_table(STAGE_HEADERS, results["stages"]))

@@ -1,8 +1,9 @@
 """Low-level PyAV helpers shared by the decoders: errors, opening, timing."""
 
 import os
+import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import av
 import numpy as np
@@ -28,12 +29,22 @@ class StreamInfo:
             0 when the container does not say.
         start: presentation time of the stream's start, in seconds.
         time_base: the stream's time base, in seconds per tick.
+        original_size: for a rendition (``renditions.py``), the (height,
+            width) of the video it was scaled from (container tag
+            ``ORIGINAL_SIZE_TAG``); None otherwise.
     """
 
     fps: float
     num_frames: int
     start: float
     time_base: float
+    original_size: Optional[Tuple[int, int]] = None
+
+
+# The container comment a rendition carries: the size of its original, so
+# that a clip read from it is cropped with the original's geometry.
+ORIGINAL_SIZE_TAG = "slowfast original_size={height}x{width}"
+_ORIGINAL_SIZE = re.compile(r"slowfast original_size=(\d+)x(\d+)")
 
 
 # MP4/MOV headers (the "moov" box) hold the codec parameters, frame count and
@@ -110,8 +121,13 @@ def stream_info(stream, container) -> StreamInfo:
     if not num_frames and duration and fps > 0:
         num_frames = int(round(duration * fps))
     start = stream.start_time * time_base if stream.start_time and time_base else 0.0
+    match = _ORIGINAL_SIZE.search(container.metadata.get("comment", ""))
     return StreamInfo(
-        fps=fps or 30.0, num_frames=num_frames, start=start, time_base=time_base
+        fps=fps or 30.0,
+        num_frames=num_frames,
+        start=start,
+        time_base=time_base,
+        original_size=(int(match[1]), int(match[2])) if match else None,
     )
 
 

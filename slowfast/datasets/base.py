@@ -37,6 +37,7 @@ from torch.utils.data import Dataset
 
 from slowfast.datasets.decoder import DecodeError
 from slowfast.datasets.frame_cache import FrameCache
+from slowfast.datasets.frames import image_size, load_frames
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError, label_problem
 from slowfast.datasets.renditions import Renditions, load_renditions, rendition_path
@@ -177,14 +178,19 @@ class VideoDataset(Dataset):
         grid: SamplingGrid,
         fraction: Optional[float],
         rng: Optional[random.Random],
-    ) -> Tuple[torch.Tensor, Any]:
-        """Decodes a clip: (uint8 ``[T, H, W, C]`` frames, label).
+    ) -> Tuple[torch.Tensor, Any, Optional[Tuple[int, int]]]:
+        """Decodes a clip: (uint8 ``[T, H, W, C]`` frames, label, geometry).
 
         Args:
             video_idx: the video.
             grid: frames and stride range (training) or the config's shape.
             fraction: temporal position in [0, 1] (None: random, training).
             rng: random source (None outside training).
+
+        Returns:
+            tuple: the frames, the label, and the (height, width) of the
+            original when the frames come from a lower-resolution rendition
+            (``load_with_rendition``; None otherwise).
         """
         raise NotImplementedError
 
@@ -289,22 +295,26 @@ class VideoDataset(Dataset):
         return self.renditions.pick(grid.jitter_max / self.base_grid.jitter_max)
 
     def load_with_rendition(self, grid: SamplingGrid, path: str, load):
-        """``load(path)`` on the grid's rendition of ``path``, else on ``path``.
+        """``load(scale)`` for the grid's rendition, else ``load(None)``.
 
-        A rendition that cannot be read is reported once and the full
-        resolution read instead (the clip is the same, only slower); a
-        failing full-resolution file raises as usual.
+        A rendition that cannot be read is reported once and the original
+        read instead (the clip is the same, only slower); a failing original
+        raises as usual.
 
         Args:
             grid: the clip's sampling grid.
-            path: the full-resolution video file or frame.
-            load: ``load(path_or_mapping)``; called with a function mapping a
-                full-resolution path to the one to read.
+            path: the original video file or frame (for the message).
+            load: ``load(scale) -> (frames, geometry)``, reading the rendition
+                at ``scale`` (None: the original); ``geometry`` is the
+                original's (height, width) when it read a rendition.
+
+        Returns:
+            tuple: what ``load`` returned.
         """
         scale = self.rendition(grid)
         if scale is not None:
             try:
-                return load(lambda p: rendition_path(p, scale))
+                return load(scale)
             except DecodeError as err:
                 if ("rendition", path) not in self._reported:
                     self._reported.add(("rendition", path))
@@ -316,7 +326,21 @@ class VideoDataset(Dataset):
                         path,
                         err,
                     )
-        return load(lambda p: p)
+        return load(None)
+
+    def load_frame_files(
+        self, paths: List[str], scale: Optional[float]
+    ) -> Tuple[torch.Tensor, Optional[Tuple[int, int]]]:
+        """Reads a clip's frame files, or their rendition at ``scale``.
+
+        Returns:
+            tuple: uint8 ``[T, H, W, C]`` frames, and for a rendition the
+            original's (height, width) (from the first frame's header).
+        """
+        if scale is None:
+            return load_frames(paths, self.frame_cache()), None
+        chosen = [rendition_path(p, scale) for p in paths]
+        return load_frames(chosen, self.frame_cache()), image_size(paths[0])
 
     def _check_label(self, label: int, where: str) -> None:
         """Raises one line naming ``where`` when a class id is out of range."""
@@ -334,9 +358,13 @@ class VideoDataset(Dataset):
             target[torch.tensor(ids, dtype=torch.long)] = 1.0
         return target
 
-    def _finish(self, frames, short_side, crop, spatial_idx, rng) -> List[torch.Tensor]:
+    def _finish(
+        self, frames, short_side, crop, spatial_idx, rng, geometry=None
+    ) -> List[torch.Tensor]:
         flip = spatial_idx == -1 and self.cfg.DATA.RANDOM_FLIP
-        out = spatial_transform(frames, short_side, crop, spatial_idx, flip, rng)
+        out = spatial_transform(
+            frames, short_side, crop, spatial_idx, flip, rng, geometry
+        )
         out = to_clip_layout(out, self.cfg.DATA.REVERSE_INPUT_CHANNEL)
         return pack_pathways(out, self._model.num_pathways > 1, self._model.alpha)
 
@@ -360,7 +388,7 @@ class VideoDataset(Dataset):
                 clip_seed if attempt == 0 else mix_seed(base, attempt, 1)
             )
             try:
-                frames, classes = self._load_clip(current, grid, None, rng)
+                frames, classes, geometry = self._load_clip(current, grid, None, rng)
             except DecodeError as err:
                 self._report(current, err)
                 failures.append(str(err))
@@ -374,7 +402,7 @@ class VideoDataset(Dataset):
             short = jitter_size(
                 grid.jitter_min, grid.jitter_max, rng, self.cfg.DATA.INV_UNIFORM_SAMPLE
             )
-            pathways = self._finish(frames, short, grid.crop_size, -1, rng)
+            pathways = self._finish(frames, short, grid.crop_size, -1, rng, geometry)
             extras = self._extras(current, -1, -1, len(failures))
             return pathways, self._label(classes), current, extras
         raise RuntimeError(
@@ -389,7 +417,7 @@ class VideoDataset(Dataset):
         else:
             fraction = self._test_fraction(temporal, self.num_temporal_views)
         try:
-            frames, classes = self._load_clip(video, self.base_grid, fraction, None)
+            frames, classes, _ = self._load_clip(video, self.base_grid, fraction, None)
         except DecodeError as err:
             raise RuntimeError(
                 f"{self.display_name} {self.split} entry {index} (video {video}) "

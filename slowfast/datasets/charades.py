@@ -8,7 +8,6 @@ from fvcore.common.config import CfgNode
 
 from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY
-from slowfast.datasets.frames import load_frames
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import read_frame_list
 from slowfast.datasets.sampling import charades_fraction, charades_indices
@@ -103,15 +102,12 @@ class Charades(VideoDataset):
         paths = self._paths[video_idx]
         rate = grid.draw_rate(rng)
         seq = charades_indices(len(paths), grid.num_frames, rate, fraction, rng)
-        frames = self.load_with_rendition(
-            grid,
-            paths[seq[0]],
-            lambda where: load_frames(
-                [where(paths[i]) for i in seq], self.frame_cache()
-            ),
+        chosen = [paths[i] for i in seq]
+        frames, geometry = self.load_with_rendition(
+            grid, chosen[0], lambda scale: self.load_frame_files(chosen, scale)
         )
         if self.split == "train":
             labels = union(self._frame_labels[video_idx][seq[0] : seq[-1] + 1])
         else:
             labels = self._video_labels[video_idx]
-        return frames, labels
+        return frames, labels, geometry

@@ -61,6 +61,18 @@ def decode_pyav(
     cache: Optional[FrameCache] = None,
     reformatter: Optional[VideoReformatter] = None,
 ) -> torch.Tensor:
+    """Decodes the frames of one clip from a video file (``decode_clip``
+    without the stream information)."""
+    return decode_clip(path, sample_fn, threads, cache, reformatter)[0]
+
+
+def decode_clip(
+    path: str,
+    sample_fn: SampleFn,
+    threads: Optional[int] = None,
+    cache: Optional[FrameCache] = None,
+    reformatter: Optional[VideoReformatter] = None,
+) -> Tuple[torch.Tensor, StreamInfo]:
     """Decodes the frames of one clip from a video file.
 
     Args:
@@ -73,16 +85,17 @@ def decode_pyav(
             about 1 ms); a fresh one when None.
 
     Returns:
-        torch.Tensor: uint8 ``[T, H, W, C]`` frames.
+        tuple: uint8 ``[T, H, W, C]`` frames, and the stream's ``StreamInfo``.
 
     Raises:
         DecodeError: the file is missing, empty, truncated or undecodable.
     """
     if cache is not None:
-        frames, times, fps = _cached_video(path, threads, cache, reformatter)
+        frames, times, info = _cached_video(path, threads, cache, reformatter)
+        fps = info.fps
         positions = np.asarray(sample_fn(frames.shape[0], fps), dtype=np.float64)
         idx = select_by_time(times, positions / fps, fps)
-        return frames[torch.from_numpy(idx)]
+        return frames[torch.from_numpy(idx)], info
     container = open_video(path)
     try:
         stream = container.streams.video[0]
@@ -93,14 +106,15 @@ def decode_pyav(
             frames, times = _decode_all(path, container, stream, info, reformatter)
             positions = np.asarray(sample_fn(len(frames), info.fps), dtype=np.float64)
             idx = select_by_time(times, positions / info.fps, info.fps)
-            return torch.from_numpy(np.stack([frames[i] for i in idx]))
+            return torch.from_numpy(np.stack([frames[i] for i in idx])), info
         positions = np.asarray(sample_fn(info.num_frames, info.fps), dtype=np.float64)
         # Skipping frames needs a single-threaded decoder.
         selective = threads is None
         targets = positions / info.fps
-        return decode_span(
+        clip = decode_span(
             path, container, stream, info, targets, selective, reformatter
         )
+        return clip, info
     except av.error.FFmpegError as err:
         raise DecodeError(path, f"decoding failed ({err})") from err
     finally:
@@ -213,7 +227,7 @@ def _cached_video(path: str, threads, cache: FrameCache, reformatter):
     if entry is None:
         frames, times, info = decode_video(path, threads, reformatter)
         check_complete(path, times, info)
-        entry = (frames, times, info.fps)
+        entry = (frames, times, info)
         cache.put(path, entry, frames.numel())
     return entry
 
@@ -223,6 +237,7 @@ __all__ = [
     "SampleFn",
     "check_complete",
     "StreamInfo",
+    "decode_clip",
     "decode_pyav",
     "decode_video",
     "scan_video",

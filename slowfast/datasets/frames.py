@@ -9,7 +9,7 @@ overhead); other images, and JPEGs it cannot read, through Pillow.
 
 import io
 import os
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import simplejpeg
@@ -62,6 +62,32 @@ def load_image(path: str) -> np.ndarray:
             return np.asarray(img.convert("RGB"))
     except (OSError, ValueError, SyntaxError) as err:
         raise DecodeError(path, f"cannot decode image ({err})") from err
+
+
+def image_size(path: str) -> Tuple[int, int]:
+    """(height, width) of an image, from its header (nothing is decoded).
+
+    Raises:
+        DecodeError: the file is missing or not a readable image.
+    """
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(65536)
+    except FileNotFoundError as err:
+        raise DecodeError(path, "frame file not found") from err
+    except OSError as err:
+        raise DecodeError(path, f"cannot read image ({err})") from err
+    if head[:2] == b"\xff\xd8":
+        try:
+            height, width, _, _ = simplejpeg.decode_jpeg_header(head)
+            return height, width
+        except ValueError:
+            pass
+    try:
+        with Image.open(io.BytesIO(head)) as img:
+            return img.height, img.width
+    except (OSError, ValueError, SyntaxError) as err:
+        raise DecodeError(path, f"cannot read image ({err})") from err
 
 
 def load_frames(

@@ -8,10 +8,11 @@ from fvcore.common.config import CfgNode
 
 from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY
-from slowfast.datasets.decoder import decode_pyav
-from slowfast.datasets.frames import list_frame_dir, load_frames
+from slowfast.datasets.decoder import decode_clip
+from slowfast.datasets.frames import list_frame_dir
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import read_kinetics_list
+from slowfast.datasets.renditions import rendition_path
 from slowfast.datasets.sampling import kinetics_positions, positions_to_indices
 
 
@@ -106,19 +107,23 @@ class Kinetics(VideoDataset):
             idx = positions_to_indices(
                 sample_fn(len(files), float(target_fps)), len(files)
             )
+            chosen = [files[i] for i in idx]
 
-            def load(where):
-                return load_frames([where(files[i]) for i in idx], self.frame_cache())
+            def load(scale):
+                return self.load_frame_files(chosen, scale)
 
         else:
 
-            def load(where):
-                return decode_pyav(
-                    where(path),
+            def load(scale):
+                where = path if scale is None else rendition_path(path, scale)
+                clip, info = decode_clip(
+                    where,
                     sample_fn,
                     self._threads,
                     self.frame_cache(),
                     self.reformatter(),
                 )
+                return clip, info.original_size
 
-        return self.load_with_rendition(grid, path, load), self._labels[video_idx]
+        frames, geometry = self.load_with_rendition(grid, path, load)
+        return frames, self._labels[video_idx], geometry

@@ -62,10 +62,11 @@ class Renditions:
             scale: the grid's largest short side over the base grid's.
 
         Returns:
-            float or None: the smallest stored scale >= ``scale`` (0.5%
-            tolerance for rounding); None: the original.
+            float or None: the smallest stored scale >= ``scale``, or up to
+            2% below it (crops and jitter sizes are rounded to pixels: a
+            grid 40/56 of the base needs 0.714); None: the original.
         """
-        fits = [s for s in self.scales if s >= scale * 0.995]
+        fits = [s for s in self.scales if s >= scale * 0.98]
         return min(fits) if fits else None
 
 

@@ -9,7 +9,6 @@ from fvcore.common.config import CfgNode
 
 from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY
-from slowfast.datasets.frames import load_frames
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import read_frame_list, read_ssv2_labels
 from slowfast.datasets.sampling import ssv2_indices
@@ -121,11 +120,8 @@ class Ssv2(VideoDataset):
     ):
         paths = self._paths[video_idx]
         seq = ssv2_indices(len(paths), grid.num_frames, rng)
-        frames = self.load_with_rendition(
-            grid,
-            paths[seq[0]],
-            lambda where: load_frames(
-                [where(paths[i]) for i in seq], self.frame_cache()
-            ),
+        chosen = [paths[i] for i in seq]
+        frames, geometry = self.load_with_rendition(
+            grid, chosen[0], lambda scale: self.load_frame_files(chosen, scale)
         )
-        return frames, self._labels[video_idx]
+        return frames, self._labels[video_idx], geometry

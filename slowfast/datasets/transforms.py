@@ -101,6 +101,7 @@ def crop_resize(
     short_side: int,
     crop: int,
     offset_fn,
+    geometry: Optional[Tuple[int, int]] = None,
 ) -> torch.Tensor:
     """Scales the short side to ``short_side`` and crops a ``crop`` square.
 
@@ -112,12 +113,17 @@ def crop_resize(
         crop: output size.
         offset_fn: ``(scaled_h, scaled_w) -> (y, x)`` of the crop in the
             scaled frame.
+        geometry: (height, width) the scaling and crop position refer to
+            when ``frames`` are a lower-resolution rendition of a video of
+            that size (the crop then covers the same field of view and takes
+            the same random draws as on the original); None: the frames'.
 
     Returns:
         torch.Tensor: uint8 ``[T, C, crop, crop]`` (channels-last memory).
     """
     _, height, width, _ = frames.shape
-    new_h, new_w = short_side_size(height, width, max(short_side, crop))
+    ref_h, ref_w = geometry or (height, width)
+    new_h, new_w = short_side_size(ref_h, ref_w, max(short_side, crop))
     y, x = offset_fn(new_h, new_w)
     y0, y1 = _source_range(y, crop, new_h, height)
     x0, x1 = _source_range(x, crop, new_w, width)
@@ -158,6 +164,7 @@ def spatial_transform(
     spatial_idx: int,
     flip: bool,
     rng: Optional[random.Random],
+    geometry: Optional[Tuple[int, int]] = None,
 ) -> torch.Tensor:
     """Resize, crop and (maybe) flip a clip.
 
@@ -168,6 +175,8 @@ def spatial_transform(
         spatial_idx: -1 random crop (needs ``rng``); 0/1/2 test crop position.
         flip: flip horizontally with probability 0.5 (needs ``rng``).
         rng: random source for crop and flip.
+        geometry: the original's (height, width) when ``frames`` are a
+            rendition (see ``crop_resize``).
 
     Returns:
         torch.Tensor: uint8 ``[T, C, crop, crop]``.
@@ -182,7 +191,7 @@ def spatial_transform(
         def offset_fn(h, w):
             return uniform_crop_offset(h, w, crop, spatial_idx)
 
-    out = crop_resize(frames, short_side, crop, offset_fn)
+    out = crop_resize(frames, short_side, crop, offset_fn, geometry)
     if flip and rng.random() < 0.5:
         out = out.flip(-1)
     return out

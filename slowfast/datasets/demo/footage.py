@@ -94,7 +94,7 @@ def render(seed: int, spec: FootageSpec = FootageSpec()) -> np.ndarray:
         np.ndarray: uint8 ``[T, H, W, 3]`` RGB frames.
     """
     rng = np.random.default_rng(seed)
-    size = 1024
+    size = int(min(1024, 4 * max(spec.width, spec.height)))
     world = torch.from_numpy(_world(rng, size)).permute(2, 0, 1)[None]
     sprite = torch.from_numpy(_world(rng, 256)).permute(2, 0, 1)[None]
     count = int(round(spec.seconds * spec.fps))
@@ -206,6 +206,7 @@ def make_footage(
     seed: int = 0,
     classes: int = 4,
     frames: bool = True,
+    spec: FootageSpec = FootageSpec(),
 ) -> List[str]:
     """Writes Kinetics-like downloads and their official-style CSVs.
 
@@ -217,6 +218,7 @@ def make_footage(
         seed: base seed.
         classes: number of (meaningless) class names.
         frames: also write the frame-folder dataset.
+        spec: the clips' size, length and noise.
 
     Returns:
         list: the clip files written (existing ones are kept).
@@ -224,7 +226,6 @@ def make_footage(
     from slowfast.datasets.demo.writers import write_kinetics_list
     from slowfast.datasets.renditions import DEFAULT_SCALES, write_renditions
 
-    spec = FootageSpec()
     written = []
     frame_root = os.path.join(out, "frames")
     os.makedirs(os.path.join(out, "annotations"), exist_ok=True)

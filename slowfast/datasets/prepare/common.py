@@ -135,8 +135,13 @@ PREPARED_X264 = {
 }
 
 
-def _open_output(path: str, codec: str, rate, size: Tuple[int, int], gop: int):
+def _open_output(path: str, codec: str, rate, size, gop: int, original=None):
     out = av.open(path, mode="w", format="mp4")
+    if original is not None:  # a rendition names its original's (w, h)
+        from slowfast.datasets.av_utils import ORIGINAL_SIZE_TAG
+
+        width, height = original
+        out.metadata["comment"] = ORIGINAL_SIZE_TAG.format(height=height, width=width)
     options = {"g": str(max(1, gop))}
     if codec == "libx264":
         options.update(PREPARED_X264)
@@ -179,17 +184,16 @@ def reencode(
             video = source.streams.video[0]
             rate = video.average_rate or video.guessed_rate or Fraction(30)
             full = short_side_size(video.width, video.height, short)
-            targets = [(dst, full, gop_seconds)]
+            targets = [(dst, full, gop_seconds, None)]
             for scale in renditions:
                 dims = scaled_size(*full, scale)
                 path = rendition_path(dst, scale)
-                targets.append((path, dims, rendition_gop_seconds))
-            for path, dims, gop in targets:
+                targets.append((path, dims, rendition_gop_seconds, full))
+            for path, dims, gop, original in targets:
                 tmp = f"{path}.{os.getpid()}.part"
-                gop_frames = int(round(float(rate) * gop))
-                outputs.append(
-                    (path, tmp, dims, *_open_output(tmp, codec, rate, dims, gop_frames))
-                )
+                frames = int(round(float(rate) * gop))
+                out = _open_output(tmp, codec, rate, dims, frames, original)
+                outputs.append((path, tmp, dims, *out))
             count = 0
             for frame in source.decode(video):
                 for _, _, (width, height), out, stream in outputs:
