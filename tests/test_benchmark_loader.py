@@ -81,6 +81,14 @@ def test_benchmark_runs_on_tiny_data(tiny_kinetics, tmp_path):
             assert row[10] == pytest.approx(row[8] * row[4])
             assert row[11] == f"{row[10] / rows[3][10]:.2f}x"
         assert rows[3][11] == "1.00x"  # the base shape
+    # Capacity: the measured model speeds against the loader's per-core speed
+    # (DATA_LOADER.NUM_WORKERS of the config).
+    assert [row[0] for row in data["capacity"]] == [s["kind"] for s in data["shapes"]]
+    for cap, model, stage in zip(data["capacity"], data["model"], data["stages"]):
+        assert cap[4] == pytest.approx(model[8])
+        assert cap[5] == pytest.approx(1000 / stage[8])
+        assert 0 <= cap[9] <= 100
+    assert "loader workers (cores) per training process keep" in result.stdout
     decode_off = [row[6] for row in data["stages"] if row[0] == "off"]
     decode_on = [row[6] for row in data["stages"] if row[0] == "on"]
     # A warm cache skips decoding: clips come out much faster than from mp4.

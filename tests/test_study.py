@@ -10,7 +10,7 @@ import pytest
 
 from slowfast.config import load_config
 from slowfast.datasets.demo import make_demo_data
-from slowfast.engine.meters import TrainMeter
+from slowfast.engine.meters import TrainMeter, data_wait_text
 from slowfast.multigrid import study as st
 
 from .conftest import REPO_ROOT
@@ -46,8 +46,14 @@ def test_meter_counts_iterations_clips_and_time_per_shape():
     meter.add(2.0, 8, 0.0, 0.3, shape="8x2x64")
     meter.add(2.0, 16, 0.2, 0.3, shape="16x2x45")
     shapes = meter.epoch_stats("1/1", 0.1)["shapes"]
-    assert shapes["16x2x45"] == {"iters": 2, "clips": 32, "time": pytest.approx(1.0)}
-    assert shapes["8x2x64"] == {"iters": 1, "clips": 8, "time": pytest.approx(0.3)}
+    assert shapes["16x2x45"] == {
+        "iters": 2,
+        "clips": 32,
+        "time": pytest.approx(1.0),
+        "data": pytest.approx(0.3),
+    }
+    assert shapes["8x2x64"] == {"iters": 1, "clips": 8, "time": 0.3, "data": 0.0}
+    assert data_wait_text(shapes) == "16x2x45 30.0%, 8x2x64 0.0%"
     assert "shapes" not in TrainMeter(2, 1, 0).epoch_stats("1/1", 0.1)
 
 
@@ -141,7 +147,8 @@ def test_parse_stats_from_a_synthetic_log():
         _line(_type="val_epoch", epoch="1/2", top1_err=50.0, top5_err=10.0),
         "\n",
         _line(_type="train_epoch", epoch="2/2", time_epoch=6.0, time_data=0.0,
-              shapes={"16x2x45": {"iters": 3, "clips": 48, "time": 2.0}}),
+              shapes={"16x2x45": {"iters": 3, "clips": 48, "time": 2.0,
+                                  "data": 1.0}}),
         _line(_type="val_epoch", epoch="2/2", top1_err=20.0, top5_err=5.0),
         _line(_type="test_final", top1_err=25.0, top5_err=2.5, num_videos=5),
     ]  # fmt: skip
@@ -150,6 +157,8 @@ def test_parse_stats_from_a_synthetic_log():
     assert result["epoch_time_s"] == 10.0 and result["data_wait_share"] == 0.1
     assert result["clips_per_s"] == {"16x2x45": 20.0, "4x8x64": 4.0}
     assert result["clips_per_shape"] == {"16x2x45": 80, "4x8x64": 4}
+    # Per shape: data wait / time (logs before per-shape data wait count 0).
+    assert result["data_wait_share_per_shape"] == {"16x2x45": 0.25, "4x8x64": 0.0}
     assert (result["val_top1"], result["val_top5"]) == (80.0, 95.0)
     assert (result["test_top1"], result["test_top5"]) == (75.0, 97.5)
     assert result["test_map"] is None and result["val_map"] is None

@@ -27,191 +27,40 @@ Example:
 """
 
 import argparse
-import contextlib
 import json
 import os
-import statistics
 import sys
-import time
 from dataclasses import asdict
 from typing import Dict, List, Optional
 
 import torch
 
 from slowfast.config import load_config
-from slowfast.datasets import SamplingGrid, construct_loader, loader_set_epoch
+from slowfast.datasets import SamplingGrid, construct_loader
+from slowfast.datasets.capacity import (
+    CAPACITY_HEADERS,
+    ShapeLoad,
+    capacity_rows,
+    workers_needed,
+)
 from slowfast.datasets.renditions import suffix
+from slowfast.datasets.timing import (
+    Batches,
+    ShapeSwitch,
+    prefill_cache,
+    time_loader,
+    time_stages,
+    torch_threads,
+)
 from slowfast.utils.benchmark import (
     MEMORY_FORMATS,
     MODEL_HEADERS,
-    Shape,
     TrainStep,
     base_shape_index,
     model_rows,
     multigrid_shapes,
 )
 from slowfast.utils.table import format_table
-
-
-class ShapeSwitch:
-    """``plan_fn`` for ``construct_loader``: whole batches of the shape set before
-    an epoch.
-
-    The batch sampler calls it in the main process when an epoch starts, so
-    setting ``shape`` between epochs switches the loader's shape.
-    """
-
-    def __init__(self, cfg, shape: Shape):
-        self.cfg = cfg
-        self.shape = shape
-
-    def __call__(self, epoch: int, shard_size: int):
-        grid = SamplingGrid.from_shape(self.cfg, self.shape.frames, self.shape.crop)
-        return [(self.shape.batch, grid)] * (shard_size // self.shape.batch)
-
-
-class Batches:
-    """Endless batches from a training loader, starting a new epoch as needed."""
-
-    def __init__(self, loader):
-        self.loader = loader
-        self.epoch = 0
-        self._it = None
-
-    def restart(self) -> None:
-        """Drops the rest of the current epoch (the next batch starts a new one)."""
-        self._it = None
-
-    def next(self):
-        """The next batch (the first of an epoch includes the pipeline start)."""
-        while True:
-            if self._it is None:
-                loader_set_epoch(self.loader, self.epoch)
-                self.epoch += 1
-                self._it = iter(self.loader)
-            try:
-                return next(self._it)
-            except StopIteration:
-                self._it = None
-
-
-@contextlib.contextmanager
-def torch_threads(num: int):
-    """Temporarily sets torch's intra-op threads (0 leaves them alone)."""
-    before = torch.get_num_threads()
-    if num > 0:
-        torch.set_num_threads(num)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def time_stages(dataset, grids, items: int, seed: int) -> List[Dict[str, float]]:
-    """Times decode and transform of single items in this process (1 thread).
-
-    The dataset's clip loader (``_load_clip``: decode and temporal sampling)
-    is wrapped with a timer; transform is the rest of the item (spatial
-    resize/crop/flip, pathway packing, label). The grids take turns in
-    rounds of 8 items after 4 untimed items each, so that a drift of the
-    machine's speed spreads over all of them.
-
-    Returns:
-        list: per grid, the median ms per clip of "decode", "transform" and
-        "total" over ``items`` items spread over the dataset.
-    """
-    decode_s: List[float] = []
-    inner = dataset._load_clip
-
-    def timed(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            decode_s.append(time.perf_counter() - start)
-
-    def one(grid, k: int):
-        decode_s.clear()
-        start = time.perf_counter()
-        dataset[((k * 7919) % len(dataset), grid, seed + k)]
-        return time.perf_counter() - start, sum(decode_s)
-
-    dataset._load_clip = timed
-    samples: List[List[tuple]] = [[] for _ in grids]
-    try:
-        with torch_threads(1):
-            for grid in grids:
-                for k in range(4):
-                    one(grid, items + k)
-            for first in range(0, items, 8):
-                for g, grid in enumerate(grids):
-                    for k in range(first, min(first + 8, items)):
-                        samples[g].append(one(grid, k))
-    finally:
-        del dataset._load_clip
-    results = []
-    for timings in samples:
-        totals = [t for t, _ in timings]
-        results.append(
-            {
-                "decode": 1000 * statistics.median(d for _, d in timings),
-                "transform": 1000 * statistics.median(t - d for t, d in timings),
-                "total": 1000 * statistics.median(totals),
-            }
-        )
-    return results
-
-
-def prefill_cache(dataset, seed: int) -> float:
-    """Loads every training video once so the frame cache is warm.
-
-    Called before the loader starts its workers, which are forked with the
-    filled cache (so the timed batches show the steady state of a cache).
-
-    Returns:
-        float: seconds spent.
-    """
-    start = time.perf_counter()
-    for index in range(len(dataset)):
-        dataset[(index, None, seed + index)]
-    return time.perf_counter() - start
-
-
-def time_loader(batches: Batches, shape: Shape, warmup: int, iters: int, step=None):
-    """Times batches of one shape, optionally each followed by a model step.
-
-    Returns:
-        dict: median ms per batch (or per iteration with a step), clips/s from
-        it, clips/s over all timed batches (including epoch starts), and with a
-        step the share of time spent waiting for data.
-    """
-    batches.restart()
-    if step is not None:
-        step.set_shape(shape)
-    intervals, waits = [], []
-    last = time.perf_counter()
-    for k in range(warmup + iters):
-        inputs, labels, _, _ = batches.next()
-        got = time.perf_counter()
-        if inputs[0].shape[0] != shape.batch or inputs[-1].shape[-1] != shape.crop:
-            raise RuntimeError(f"loader gave {inputs[-1].shape}, expected {shape}")
-        if step is not None:
-            step(inputs, labels)
-            step.synchronize()
-        now = time.perf_counter()
-        if k >= warmup:
-            intervals.append(now - last)
-            waits.append(got - last)
-        last = now
-    median = statistics.median(intervals)
-    result = {
-        "ms_per_batch": 1000 * median,
-        "clips_per_s": shape.batch / median,
-        "clips_per_s_overall": shape.batch * len(intervals) / sum(intervals),
-    }
-    if step is not None:
-        result["data_wait_pct"] = 100 * sum(waits) / sum(intervals)
-    return result
 
 
 def _int_list(text: str) -> List[int]:
@@ -255,6 +104,14 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         default=["sub"],
         help="BN of the model rows, compared round-robin: sub (the shape's "
         "multigrid BN splits), plain (one group per batch), or sub,plain",
+    )
+    parser.add_argument(
+        "--model-clips-per-s",
+        type=float,
+        default=0.0,
+        help="plan the loader's capacity for a model that trains this many clips "
+        "per second at the base shape (e.g. measured on the GPU); with --model, "
+        "the speeds measured here are used",
     )
     parser.add_argument(
         "--threads", type=int, default=0, help="model threads (0: torch's)"
@@ -342,6 +199,43 @@ def _device_name(cfg) -> str:
     return "CPU" + (", bf16 autocast" if cfg.TRAIN.MIXED_PRECISION else "")
 
 
+def print_capacity(args, cfg, shapes, results) -> list:
+    """Prints whether DATA_LOADER.NUM_WORKERS keep up at every shape.
+
+    The loader's cost per clip is the first cache setting's stage rows (one
+    core); the model's speed is the measured one (--model) or
+    --model-clips-per-s at the base shape, scaled by each shape's compute.
+    """
+    stages = results["stages"][: len(shapes)]
+    measured = {}
+    if args.model and args.model_clips_per_s <= 0:
+        measured = {row[1]: row[8] for row in results["model"][: len(shapes)]}
+    loads = [
+        ShapeLoad(s.kind, s.frames, s.crop, s.batch, row[8], measured.get(s.kind))
+        for s, row in zip(shapes, stages)
+    ]
+    workers = cfg.DATA_LOADER.NUM_WORKERS
+    base = base_shape_index(cfg, shapes)
+    rows = capacity_rows(loads, base, workers, args.model_clips_per_s or None)
+    source = (
+        "measured above (--model)"
+        if measured
+        else f"{args.model_clips_per_s:g} clips/s at the base shape, scaled by "
+        "each shape's compute (batch x frames x crop^2)"
+    )
+    print(
+        f"\nLoader capacity per training process (model speed: {source}; "
+        f"loader: per-clip cost above on one core each; workers: "
+        f"DATA_LOADER.NUM_WORKERS {workers}):"
+    )
+    print(format_table(CAPACITY_HEADERS, rows))
+    print(
+        f"{workers_needed(rows)} loader workers (cores) per training process keep "
+        "every shape free of data wait."
+    )
+    return rows
+
+
 def run(args: argparse.Namespace) -> Dict[str, list]:
     """Runs every measurement and prints the tables; returns the raw results."""
     if args.threads > 0:
@@ -389,6 +283,8 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
             + "):"
         )
         print(format_table(headers, results["loader"]))
+    if results["stages"] and (args.model_clips_per_s > 0 or args.model):
+        results["capacity"] = print_capacity(args, base, shapes, results)
     results["load_average"] = [load_before, os.getloadavg()[0]]
     print(
         f"\n1-minute load average before / after: {load_before:.2f} / "

@@ -30,7 +30,7 @@ from slowfast.datasets.bad_data import BadDataMonitor
 from slowfast.engine import runtime
 from slowfast.engine.evaluator import evaluate
 from slowfast.engine.loop import HookBase, LoopState
-from slowfast.engine.meters import TrainMeter
+from slowfast.engine.meters import TrainMeter, data_wait_text
 from slowfast.engine.optimizer import set_lr
 from slowfast.engine.resume import save
 from slowfast.utils import checkpoint as cu
@@ -220,6 +220,8 @@ class JsonMetricsWriter(HookBase):
         line["bad_videos"] = state.extras.pop("bad_videos", 0)
         state.epoch_stats = line
         log_json_stats(line, self.output_dir, self.rank)
+        if self.rank == 0 and len(self.meter.shapes) > 1:
+            logger.info("Data wait per shape: %s", data_wait_text(self.meter.shapes))
         self.meter = None  # only a mid-epoch checkpoint keeps the meters
 
 

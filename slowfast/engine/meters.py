@@ -59,7 +59,8 @@ class TrainMeter:
         self.data_time = ScalarMeter(log_period)
         self.compute_time = ScalarMeter(log_period)
         self.clips = 0
-        # shape string -> {"iters", "clips", "time" (data + compute seconds)}
+        # shape string -> {"iters", "clips", "time" (data + compute seconds),
+        # "data" (seconds waiting for the loader)}
         self.shapes: dict = {}
         self.start = time.perf_counter()
 
@@ -76,7 +77,8 @@ class TrainMeter:
         """Records one iteration (values are global over processes).
 
         ``shape`` (e.g. ``"128x2x45"``: clips x frames x crop) also counts the
-        iteration, its clips and its data + compute time under that shape.
+        iteration, its clips, its data + compute time and its data wait under
+        that shape.
         """
         self.loss.add(loss, batch_size)
         if top1_err is not None:
@@ -86,10 +88,13 @@ class TrainMeter:
         self.compute_time.add(compute_time)
         self.clips += batch_size
         if shape is not None:
-            entry = self.shapes.setdefault(shape, {"iters": 0, "clips": 0, "time": 0.0})
+            entry = self.shapes.setdefault(
+                shape, {"iters": 0, "clips": 0, "time": 0.0, "data": 0.0}
+            )
             entry["iters"] += 1
             entry["clips"] += batch_size
             entry["time"] += data_time + compute_time
+            entry["data"] = entry.get("data", 0.0) + data_time
 
     def state_dict(self) -> dict:
         """The epoch's totals so far (plain values), for a mid-epoch checkpoint."""
@@ -158,6 +163,25 @@ class TrainMeter:
         if self.shapes:
             stats["shapes"] = self.shapes
         return stats
+
+
+def data_wait_text(shapes: dict) -> str:
+    """One line of the share of time each shape waited for data, e.g.
+    ``"16x2x158 12.0%, 2x8x224 0.5%"`` (largest batch first).
+
+    Args:
+        shapes: ``TrainMeter.shapes``.
+    """
+    parts = []
+
+    def batch(shape: str) -> int:
+        head = shape.split("x")[0]
+        return int(head) if head.isdigit() else 0
+
+    for shape, entry in sorted(shapes.items(), key=lambda kv: -batch(kv[0])):
+        share = entry.get("data", 0.0) / entry["time"] if entry["time"] else 0.0
+        parts.append(f"{shape} {100 * share:.1f}%")
+    return ", ".join(parts)
 
 
 def _format_seconds(seconds: float) -> str:

@@ -249,7 +249,9 @@ def parse_stats(lines: Iterable[str]) -> dict:
         ``shapes``; None without), ``epoch_time_s`` (sum of ``time_epoch``),
         ``data_wait_share`` (sum of ``time_data`` / sum of ``time_epoch``),
         ``clips_per_s`` (shape -> clips / data+compute seconds),
-        ``clips_per_shape`` (shape -> clips trained), and the last
+        ``clips_per_shape`` (shape -> clips trained),
+        ``data_wait_share_per_shape`` (shape -> data wait / data+compute
+        seconds), and the last
         val and test metrics as ``val_top1`` ... ``test_map`` (percent).
     """
     epochs, last = [], {}
@@ -268,9 +270,11 @@ def parse_stats(lines: Iterable[str]) -> dict:
     shapes: dict = {}
     for stats in epochs:
         for shape, part in stats.get("shapes", {}).items():
-            total = shapes.setdefault(shape, {"iters": 0, "clips": 0, "time": 0.0})
+            total = shapes.setdefault(
+                shape, {"iters": 0, "clips": 0, "time": 0.0, "data": 0.0}
+            )
             for key in total:
-                total[key] += part[key]
+                total[key] += part.get(key, 0.0)  # no "data" in older logs
     time_epoch = sum(stats["time_epoch"] for stats in epochs)
     time_data = sum(stats["time_data"] for stats in epochs)
     result = {
@@ -282,6 +286,9 @@ def parse_stats(lines: Iterable[str]) -> dict:
             shape: s["clips"] / s["time"] for shape, s in shapes.items() if s["time"]
         },
         "clips_per_shape": {shape: s["clips"] for shape, s in shapes.items()},
+        "data_wait_share_per_shape": {
+            shape: s["data"] / s["time"] for shape, s in shapes.items() if s["time"]
+        },
     }
     result.update(_metrics("val", last.get("val_epoch")))
     result.update(_metrics("test", last.get("test_final")))
