@@ -153,7 +153,7 @@ def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
         grids = [SamplingGrid.from_shape(cfg, s.frames, s.crop) for s in shapes]
         timings = time_stages(dataset, grids, args.stage_items, cfg.RNG_SEED)
         for shape, grid, ms in zip(shapes, grids, timings):
-            scale = dataset.rendition(grid)
+            scale = dataset.rendition(grid) if hasattr(dataset, "rendition") else None
             source = suffix(scale)[1:] if scale else "full"
             row = [cache, shape.kind, shape.frames, shape.crop, shape.batch, source]
             row += [ms["decode"], ms["transform"], ms["total"], 1000 / ms["total"]]
