@@ -22,8 +22,8 @@ from slowfast.datasets.frame_cache import FrameCache
 _IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 
 
-def list_frame_dir(path: str) -> List[str]:
-    """The image files of a frame folder, sorted by name.
+def frame_names(path: str) -> List[str]:
+    """The image file names of a frame folder, sorted.
 
     Raises:
         DecodeError: the folder is missing or holds no images.
@@ -32,11 +32,26 @@ def list_frame_dir(path: str) -> List[str]:
         entries = os.listdir(path)
     except (FileNotFoundError, NotADirectoryError) as err:
         raise DecodeError(path, "frame folder not found") from err
-    names = sorted(n for n in entries if n.lower().endswith(_IMAGE_EXTENSIONS))
+    # Lower-case extensions tested first: this runs once per training clip.
+    names = [
+        n
+        for n in entries
+        if n.endswith(_IMAGE_EXTENSIONS) or n.lower().endswith(_IMAGE_EXTENSIONS)
+    ]
     if not names:
         raise DecodeError(path, "frame folder holds no images")
+    names.sort()
+    return names
+
+
+def list_frame_dir(path: str) -> List[str]:
+    """The image files of a frame folder, sorted by name.
+
+    Raises:
+        DecodeError: the folder is missing or holds no images.
+    """
     folder = path.rstrip("/") + "/"
-    return [folder + n for n in names]
+    return [folder + n for n in frame_names(path)]
 
 
 def load_image(path: str) -> np.ndarray:

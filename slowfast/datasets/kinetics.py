@@ -9,7 +9,7 @@ from fvcore.common.config import CfgNode
 from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY
 from slowfast.datasets.decoder import decode_clip
-from slowfast.datasets.frames import list_frame_dir
+from slowfast.datasets.frames import frame_names
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import read_kinetics_list
 from slowfast.datasets.renditions import rendition_path
@@ -103,11 +103,12 @@ class Kinetics(VideoDataset):
 
         path = self._paths[video_idx]
         if self.cfg.DATA.DECODING_BACKEND == "frames":
-            files = list_frame_dir(path)
+            names = frame_names(path)
             idx = positions_to_indices(
-                sample_fn(len(files), float(target_fps)), len(files)
+                sample_fn(len(names), float(target_fps)), len(names)
             )
-            chosen = [files[i] for i in idx]
+            folder = path.rstrip("/") + "/"
+            chosen = [folder + names[i] for i in idx]
 
             def load(scale):
                 return self.load_frame_files(chosen, scale)
