@@ -220,8 +220,8 @@ def print_capacity(args, cfg, shapes, results) -> list:
     source = (
         "measured above (--model)"
         if measured
-        else f"{args.model_clips_per_s:g} clips/s at the base shape, scaled by "
-        "each shape's compute (batch x frames x crop^2)"
+        else f"{args.model_clips_per_s:g} clips/s at the base shape, an "
+        "iteration's time following its compute (batch x frames x crop^2)"
     )
     print(
         f"\nLoader capacity per training process (model speed: {source}; "
