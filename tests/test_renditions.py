@@ -31,7 +31,7 @@ from slowfast.datasets.renditions import (
     write_renditions,
 )
 from slowfast.datasets.transforms import spatial_transform
-from tests.tool_utils import tool_path
+from tests.tool_utils import REPO_ROOT, tool_path
 from tests.video_utils import frame_index, tiny_cfg, write_kinetics_list, write_video
 
 SCALES = (0.7071, 0.5)
@@ -314,3 +314,67 @@ def test_prepare_dataset_rendition_options(footage, tmp_path):
         "--out", "o", "--renditions", "1.5",
     )  # fmt: skip
     assert bad.returncode == 2 and "--renditions 1.5" in bad.stderr
+
+
+def test_verify_reports_a_missing_rendition(footage, tmp_path):
+    import shutil
+
+    from slowfast.datasets.verify import verify_split
+
+    root = tmp_path / "prepared"
+    shutil.copytree(footage / "prepared", root)
+    cfg = _clip_cfg(root, "MODEL.NUM_CLASSES", "4")
+    assert verify_split(cfg, "train", allow_short=True).problems == []
+    victim = root / "videos" / "train" / "footage00001_000000_000010.r50.mp4"
+    victim.unlink()
+    problems = verify_split(cfg, "train", allow_short=True).problems
+    assert len(problems) == 1 and "rendition 0.5 missing" in problems[0].reason
+    assert str(victim) in problems[0].reason
+    # Evaluation splits read the originals: nothing to report there.
+    assert verify_split(cfg, "val", allow_short=True).problems == []
+
+
+@pytest.mark.parametrize("backend", ["pyav", "frames"])
+def test_add_renditions_to_a_dataset_prepared_elsewhere(footage, tmp_path, backend):
+    import shutil
+
+    if backend == "pyav":
+        result = run_tool(
+            "prepare_dataset.py", "kinetics",
+            "--annotations", str(footage / "annotations"),
+            "--videos", str(footage / "downloads"), "--out", str(tmp_path),
+            "--short-side", "64", "--renditions", "none", "--workers", "1",
+            "--no-verify",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        original = tmp_path / "videos" / "train" / "footage00000_000000_000010.mp4"
+    else:
+        shutil.copytree(
+            footage / "frames",
+            tmp_path,
+            ignore=shutil.ignore_patterns("*.r71", "*.r50", MANIFEST),
+            dirs_exist_ok=True,
+        )
+        original = tmp_path / "videos" / "footage00000_000000_000010" / "000001.jpg"
+    assert not (tmp_path / MANIFEST).exists()
+    cfg_file = os.path.join(REPO_ROOT, "configs/Kinetics/I3D_8x8_R50_multigrid.yaml")
+    args = ["--cfg", cfg_file]
+    args += ["DATA.PATH_TO_DATA_DIR", str(tmp_path), "DATA.PATH_PREFIX", str(tmp_path)]
+    args += ["DATA.DECODING_BACKEND", backend, "--workers", "1"]
+    result = run_tool("add_renditions.py", *args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "renditions [0.7071, 0.5] of 3 training videos" in result.stdout
+    assert load_renditions(str(tmp_path)) == Renditions(SCALES)
+    for scale, size in ((0.7071, (46, 68)), (0.5, (32, 48))):
+        path = rendition_path(str(original), scale)
+        if backend == "pyav":
+            clip, _, info = decode_video(path)
+            assert clip.shape[1:3] == size and info.original_size == (64, 96)
+        else:
+            assert image_size(path) == size
+    again = run_tool("add_renditions.py", *args)  # finished videos are skipped
+    assert again.returncode == 0 and "(0 failed)" in again.stderr
+    ds = build_dataset("kinetics", _clip_cfg(tmp_path, *args[6:8]), "train")
+    grid = SamplingGrid.from_shape(ds.cfg, 4, 28)
+    assert ds.rendition(grid) == 0.5
+    assert ds[(0, grid, 3)][0][0].shape == (3, 4, 28, 28)

@@ -37,10 +37,10 @@ from torch.utils.data import Dataset
 
 from slowfast.datasets.decoder import DecodeError
 from slowfast.datasets.frame_cache import FrameCache
-from slowfast.datasets.frames import image_size, load_frames
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError, label_problem
-from slowfast.datasets.renditions import Renditions, load_renditions, rendition_path
+from slowfast.datasets.rendition_reader import RenditionReader, read_frame_files
+from slowfast.datasets.renditions import Renditions, load_renditions
 from slowfast.datasets.transforms import (
     jitter_size,
     pack_pathways,
@@ -148,6 +148,7 @@ class VideoDataset(Dataset):
                 self.renditions = load_renditions(cfg.DATA.PATH_TO_DATA_DIR)
             except ValueError as err:
                 raise DataError(str(err)) from err
+        self.reader = RenditionReader(self.renditions, self.base_grid)
         self.num_videos = self._load_annotations()
         if self.num_videos == 0:
             raise DataError(
@@ -190,7 +191,7 @@ class VideoDataset(Dataset):
         Returns:
             tuple: the frames, the label, and the (height, width) of the
             original when the frames come from a lower-resolution rendition
-            (``load_with_rendition``; None otherwise).
+            (``RenditionReader.read``; None otherwise).
         """
         raise NotImplementedError
 
@@ -285,62 +286,12 @@ class VideoDataset(Dataset):
         return state
 
     def rendition(self, grid: SamplingGrid) -> Optional[float]:
-        """The rendition (scale) a training grid reads (None: the original).
+        """The rendition (scale) a training grid reads (None: the original)."""
+        return self.reader.scale(grid)
 
-        The smallest stored scale at least ``grid.jitter_max /
-        base_grid.jitter_max`` (``renditions.Renditions.pick``).
-        """
-        if self.renditions is None or grid.jitter_max >= self.base_grid.jitter_max:
-            return None
-        return self.renditions.pick(grid.jitter_max / self.base_grid.jitter_max)
-
-    def load_with_rendition(self, grid: SamplingGrid, path: str, load):
-        """``load(scale)`` for the grid's rendition, else ``load(None)``.
-
-        A rendition that cannot be read is reported once and the original
-        read instead (the clip is the same, only slower); a failing original
-        raises as usual.
-
-        Args:
-            grid: the clip's sampling grid.
-            path: the original video file or frame (for the message).
-            load: ``load(scale) -> (frames, geometry)``, reading the rendition
-                at ``scale`` (None: the original); ``geometry`` is the
-                original's (height, width) when it read a rendition.
-
-        Returns:
-            tuple: what ``load`` returned.
-        """
-        scale = self.rendition(grid)
-        if scale is not None:
-            try:
-                return load(scale)
-            except DecodeError as err:
-                if ("rendition", path) not in self._reported:
-                    self._reported.add(("rendition", path))
-                    logger.warning(
-                        "Rendition %g of %s unreadable, reading the original "
-                        "instead (run tools/prepare_dataset.py again to write "
-                        "it): %s",
-                        scale,
-                        path,
-                        err,
-                    )
-        return load(None)
-
-    def load_frame_files(
-        self, paths: List[str], scale: Optional[float]
-    ) -> Tuple[torch.Tensor, Optional[Tuple[int, int]]]:
-        """Reads a clip's frame files, or their rendition at ``scale``.
-
-        Returns:
-            tuple: uint8 ``[T, H, W, C]`` frames, and for a rendition the
-            original's (height, width) (from the first frame's header).
-        """
-        if scale is None:
-            return load_frames(paths, self.frame_cache()), None
-        chosen = [rendition_path(p, scale) for p in paths]
-        return load_frames(chosen, self.frame_cache()), image_size(paths[0])
+    def read_frame_files(self, paths: List[str], scale: Optional[float]):
+        """A clip's frame files or their rendition (``read_frame_files``)."""
+        return read_frame_files(paths, scale, self.frame_cache())
 
     def _check_label(self, label: int, where: str) -> None:
         """Raises one line naming ``where`` when a class id is out of range."""

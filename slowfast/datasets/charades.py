@@ -103,8 +103,8 @@ class Charades(VideoDataset):
         rate = grid.draw_rate(rng)
         seq = charades_indices(len(paths), grid.num_frames, rate, fraction, rng)
         chosen = [paths[i] for i in seq]
-        frames, geometry = self.load_with_rendition(
-            grid, chosen[0], lambda scale: self.load_frame_files(chosen, scale)
+        frames, geometry = self.reader.read(
+            grid, chosen[0], lambda scale: self.read_frame_files(chosen, scale)
         )
         if self.split == "train":
             labels = union(self._frame_labels[video_idx][seq[0] : seq[-1] + 1])

@@ -111,7 +111,7 @@ class Kinetics(VideoDataset):
             chosen = [folder + names[i] for i in idx]
 
             def load(scale):
-                return self.load_frame_files(chosen, scale)
+                return self.read_frame_files(chosen, scale)
 
         else:
 
@@ -126,5 +126,5 @@ class Kinetics(VideoDataset):
                 )
                 return clip, info.original_size
 
-        frames, geometry = self.load_with_rendition(grid, path, load)
+        frames, geometry = self.reader.read(grid, path, load)
         return frames, self._labels[video_idx], geometry

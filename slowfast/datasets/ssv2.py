@@ -121,7 +121,7 @@ class Ssv2(VideoDataset):
         paths = self._paths[video_idx]
         seq = ssv2_indices(len(paths), grid.num_frames, rng)
         chosen = [paths[i] for i in seq]
-        frames, geometry = self.load_with_rendition(
-            grid, chosen[0], lambda scale: self.load_frame_files(chosen, scale)
+        frames, geometry = self.reader.read(
+            grid, chosen[0], lambda scale: self.read_frame_files(chosen, scale)
         )
         return frames, self._labels[video_idx], geometry

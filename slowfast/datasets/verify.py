@@ -1,5 +1,6 @@
 """Dataset verification: list and label files, files on disk, decodability,
-frame counts against the clip span and label ranges.
+frame counts against the clip span, label ranges, and (training split) the
+renditions ``renditions.json`` lists.
 
 Used by ``tools/verify_dataset.py``; every problem is collected (nothing stops
 at the first one) as a ``Problem`` naming the path and the reason.
@@ -7,7 +8,7 @@ at the first one) as a ``Problem`` naming the path and the reason.
 
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from fvcore.common.config import CfgNode
@@ -18,6 +19,7 @@ from slowfast.datasets.decoder import DecodeError, check_complete, scan_video
 from slowfast.datasets.frames import list_frame_dir, load_image
 from slowfast.datasets.kinetics import Kinetics
 from slowfast.datasets.lists import ListProblem, label_problem
+from slowfast.datasets.renditions import load_renditions, rendition_path
 from slowfast.datasets.ssv2 import Ssv2, ssv2_files
 
 
@@ -51,6 +53,21 @@ class _Job:
     backend: str = "pyav"
     target_fps: float = 30.0
     full: bool = False
+    scales: Tuple[float, ...] = ()  # renditions the dataset folder lists
+
+
+def _missing_renditions(job: _Job, files: Sequence[str]) -> List[str]:
+    """Problems for renditions listed in renditions.json but not on disk."""
+    found = []
+    for scale in job.scales:
+        paths = [rendition_path(p, scale) for p in files]
+        missing = [p for p in paths if not os.path.isfile(p)]
+        if missing:
+            found.append(
+                f"rendition {scale:g} missing ({missing[0]}; renditions.json lists "
+                "it): run tools/prepare_dataset.py again"
+            )
+    return found
 
 
 def _check_job(job: _Job) -> Tuple[List[str], List[str]]:
@@ -71,12 +88,16 @@ def _check_job(job: _Job) -> Tuple[List[str], List[str]]:
             for p in picks:
                 load_image(p)
             count, need = len(files), job.min_frames
+            renditions = _missing_renditions(job, picks)
         else:
             times, info = scan_video(job.path)
             check_complete(job.path, times, info)
             count, need = len(times), job.min_frames * info.fps / job.target_fps
+            renditions = _missing_renditions(job, [job.path])
     except DecodeError as err:
         return [err.reason if err.path == job.path else str(err)], []
+    if renditions:
+        return renditions, []
     if count < need:
         return [], [f"too short: {count} frames < clip span {need:.0f}"]
     return [], []
@@ -203,11 +224,14 @@ def verify_split(
     except (FileNotFoundError, ValueError) as err:
         report.problems.append(Problem(report.source or name, str(err)))
         return report
-    if full:
-        jobs = [
-            _Job(j.path, j.min_frames, j.frames, j.backend, j.target_fps, True)
-            for j in jobs
-        ]
+    manifest = None
+    if split == "train" and cfg.DATA.USE_RENDITIONS:
+        try:
+            manifest = load_renditions(cfg.DATA.PATH_TO_DATA_DIR)
+        except ValueError as err:
+            report.problems.append(Problem(cfg.DATA.PATH_TO_DATA_DIR, str(err)))
+    scales = manifest.scales if manifest else ()
+    jobs = [replace(j, full=full, scales=scales) for j in jobs]
     if workers > 0:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = list(pool.map(_check_job, jobs, chunksize=8))

@@ -151,6 +151,59 @@ def _open_output(path: str, codec: str, rate, size, gop: int, original=None):
     return out, stream
 
 
+def _encode_all(src: str, codec: str, outputs: list, plan) -> int:
+    """Decodes ``src`` once and encodes every output ``plan(width, height)``
+    lists as ``(path, (width, height), gop_seconds, original size or None)``;
+    the outputs are appended to ``outputs`` as they are opened. Returns the
+    number of frames."""
+    try:
+        with av.open(src) as source:
+            video = source.streams.video[0]
+            rate = video.average_rate or video.guessed_rate or Fraction(30)
+            for path, dims, gop, original in plan(video.width, video.height):
+                tmp = f"{path}.{os.getpid()}.part"
+                frames = int(round(float(rate) * gop))
+                out = _open_output(tmp, codec, rate, dims, frames, original)
+                outputs.append((path, tmp, dims, *out))
+            count = 0
+            for frame in source.decode(video):
+                for _, _, (width, height), out, stream in outputs:
+                    scaled = frame.reformat(
+                        width=width, height=height, format="yuv420p"
+                    )
+                    scaled.pts, scaled.time_base = count, 1 / Fraction(rate)
+                    out.mux(stream.encode(scaled))
+                count += 1
+            for _, _, _, out, stream in outputs:
+                out.mux(stream.encode(None))
+    finally:
+        for _, _, _, out, _ in outputs:
+            out.close()
+    return count
+
+
+def _write_outputs(src: str, plan) -> None:
+    """Encodes ``plan``'s outputs from ``src`` and moves them in place, the
+    first listed last (once it exists, the others do); no partial files are
+    left behind."""
+    from slowfast.datasets.demo.writers import pick_codec
+
+    outputs: list = []
+    try:
+        count = _encode_all(src, pick_codec(), outputs, plan)
+    except BaseException:
+        for _, tmp, *_ in outputs:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        raise
+    if count == 0:
+        for _, tmp, *_ in outputs:
+            os.remove(tmp)
+        raise ValueError(f"{src}: no video frames")
+    for path, tmp, *_ in outputs[::-1]:
+        os.replace(tmp, path)
+
+
 def reencode(
     src: str,
     dst: str,
@@ -173,48 +226,41 @@ def reencode(
         rendition_gop_seconds: keyframe interval of the renditions (short:
             their frames are small, and coarse grids read few frames a clip).
     """
-    from slowfast.datasets.demo.writers import pick_codec
+    os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
+
+    def plan(width: int, height: int):
+        full = short_side_size(width, height, short)
+        rest = _rendition_targets(dst, full, renditions, rendition_gop_seconds)
+        return [(dst, full, gop_seconds, None)] + rest
+
+    _write_outputs(src, plan)
+
+
+def add_video_renditions(
+    path: str, scales: Sequence[float], gop_seconds: float = 0.25
+) -> None:
+    """Writes the renditions of an already prepared video next to it.
+
+    Args:
+        path: the video (its size is the original's).
+        scales: the renditions' scales.
+        gop_seconds: their keyframe interval.
+    """
+    _write_outputs(
+        path,
+        lambda width, height: _rendition_targets(
+            path, (width, height), scales, gop_seconds
+        ),
+    )
+
+
+def _rendition_targets(dst: str, full, scales, gop_seconds: float) -> list:
     from slowfast.datasets.renditions import rendition_path, scaled_size
 
-    codec = pick_codec()
-    os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
-    outputs = []
-    try:
-        with av.open(src) as source:
-            video = source.streams.video[0]
-            rate = video.average_rate or video.guessed_rate or Fraction(30)
-            full = short_side_size(video.width, video.height, short)
-            targets = [(dst, full, gop_seconds, None)]
-            for scale in renditions:
-                dims = scaled_size(*full, scale)
-                path = rendition_path(dst, scale)
-                targets.append((path, dims, rendition_gop_seconds, full))
-            for path, dims, gop, original in targets:
-                tmp = f"{path}.{os.getpid()}.part"
-                frames = int(round(float(rate) * gop))
-                out = _open_output(tmp, codec, rate, dims, frames, original)
-                outputs.append((path, tmp, dims, *out))
-            count = 0
-            for frame in source.decode(video):
-                for _, _, (width, height), out, stream in outputs:
-                    scaled = frame.reformat(
-                        width=width, height=height, format="yuv420p"
-                    )
-                    scaled.pts, scaled.time_base = count, 1 / Fraction(rate)
-                    out.mux(stream.encode(scaled))
-                count += 1
-            for _, _, _, out, stream in outputs:
-                out.mux(stream.encode(None))
-    finally:
-        for _, _, _, out, _ in outputs:
-            out.close()
-    if count == 0:
-        for _, tmp, *_ in outputs:
-            os.remove(tmp)
-        raise ValueError(f"{src}: no video frames")
-    # The full-resolution file last: once it exists, its renditions do.
-    for path, tmp, *_ in outputs[::-1]:
-        os.replace(tmp, path)
+    return [
+        (rendition_path(dst, scale), scaled_size(*full, scale), gop_seconds, full)
+        for scale in scales
+    ]
 
 
 def index_files(root: str, extensions: Sequence[str]) -> dict:
@@ -257,3 +303,40 @@ def video_to_frames(item: tuple) -> List[str]:
     with open(done, "w") as f:
         f.write("\n".join(paths))
     return paths
+
+
+def add_frame_renditions(
+    paths: Sequence[str], scales: Sequence[float], quality: int = 90
+) -> str:
+    """Writes the renditions of a video's JPEG frames (``frames/<id>.r71/...``).
+
+    Args:
+        paths: the frame files.
+        scales: the renditions' scales.
+        quality: JPEG quality.
+
+    Returns:
+        str: "skipped" when every rendition frame exists, else "done".
+    """
+    from PIL import Image
+
+    from slowfast.datasets.frames import load_image
+    from slowfast.datasets.renditions import rendition_path, scaled_size
+
+    todo = [
+        (p, s)
+        for p in paths
+        for s in scales
+        if not os.path.exists(rendition_path(p, s))
+    ]
+    if not todo:
+        return "skipped"
+    for path, scale in todo:
+        image = Image.fromarray(load_image(path))
+        out = rendition_path(path, scale)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        tmp = f"{out}.{os.getpid()}.part"
+        size = scaled_size(image.width, image.height, scale)
+        image.resize(size, Image.BILINEAR).save(tmp, format="JPEG", quality=quality)
+        os.replace(tmp, out)
+    return "done"

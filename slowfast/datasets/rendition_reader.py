@@ -1,0 +1,94 @@
+"""Reading a training clip from the rendition its sampling grid calls for.
+
+``renditions.py`` says what a dataset folder holds; a ``RenditionReader``
+decides, per clip, whether to read a rendition and which, falls back to the
+original when a rendition cannot be read, and reads frame files (the video
+decoder reads a rendition's original size from the file itself).
+"""
+
+import logging
+from typing import List, Optional, Tuple
+
+import torch
+
+from slowfast.datasets.av_utils import DecodeError
+from slowfast.datasets.frame_cache import FrameCache
+from slowfast.datasets.frames import image_size, load_frames
+from slowfast.datasets.grid import SamplingGrid
+from slowfast.datasets.renditions import Renditions, rendition_path
+
+logger = logging.getLogger(__name__)
+
+# (frames uint8 [T, H, W, C], the original's (height, width) or None)
+Clip = Tuple[torch.Tensor, Optional[Tuple[int, int]]]
+
+
+class RenditionReader:
+    """Picks and reads renditions for training clips.
+
+    Args:
+        renditions: what the dataset folder holds (None: originals only).
+        base_grid: the config's base sampling grid.
+    """
+
+    def __init__(self, renditions: Optional[Renditions], base_grid: SamplingGrid):
+        self.renditions = renditions
+        self.base_jitter = base_grid.jitter_max
+        self._reported: set = set()
+
+    def scale(self, grid: SamplingGrid) -> Optional[float]:
+        """The rendition (scale) a training grid reads (None: the original):
+        the smallest stored scale at least ``grid.jitter_max /
+        base_grid.jitter_max`` (``Renditions.pick``)."""
+        if self.renditions is None or grid.jitter_max >= self.base_jitter:
+            return None
+        return self.renditions.pick(grid.jitter_max / self.base_jitter)
+
+    def read(self, grid: SamplingGrid, path: str, load) -> Clip:
+        """``load(scale)`` for the grid's rendition, else ``load(None)``.
+
+        A rendition that cannot be read is reported once and the original
+        read instead (the clip is the same, only slower); a failing original
+        raises as usual.
+
+        Args:
+            grid: the clip's sampling grid.
+            path: the original video file or frame (for the message).
+            load: ``load(scale) -> (frames, geometry)``, reading the rendition
+                at ``scale`` (None: the original); ``geometry`` is the
+                original's (height, width) when it read a rendition.
+
+        Returns:
+            tuple: what ``load`` returned.
+        """
+        scale = self.scale(grid)
+        if scale is not None:
+            try:
+                return load(scale)
+            except DecodeError as err:
+                if path not in self._reported:
+                    self._reported.add(path)
+                    logger.warning(
+                        "Rendition %g of %s unreadable, reading the original "
+                        "instead (run tools/prepare_dataset.py again to write "
+                        "it): %s",
+                        scale,
+                        path,
+                        err,
+                    )
+        return load(None)
+
+
+def read_frame_files(
+    paths: List[str], scale: Optional[float], cache: Optional[FrameCache]
+) -> Clip:
+    """Reads a clip's frame files, or their rendition at ``scale``.
+
+    Returns:
+        tuple: uint8 ``[T, H, W, C]`` frames, and for a rendition the
+        original's (height, width) (from the first frame's header).
+    """
+    if scale is None:
+        return load_frames(paths, cache), None
+    chosen = [rendition_path(p, scale) for p in paths]
+    return load_frames(chosen, cache), image_size(paths[0])
