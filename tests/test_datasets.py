@@ -129,6 +129,28 @@ def test_kinetics_val_and_test_views(kinetics_root):
         test[(0, SamplingGrid.from_shape(cfg, 4, 16))]
 
 
+def test_test_views_decode_once_for_their_crops(kinetics_root):
+    cfg = tiny_cfg(kinetics_root)
+    test = build_dataset("kinetics", cfg, "test")
+    calls = []
+    inner = test._load_clip
+    test._load_clip = lambda *a: calls.append(a[:1] + a[2:3]) or inner(*a)
+    items = [test[i] for i in range(len(test))]
+    # 4 videos x 2 temporal views, each decoded once for its 3 crops.
+    assert len(calls) == 8 and len(set(calls)) == 8
+    fresh = build_dataset("kinetics", cfg, "test")
+    for i in (0, 1, 2, 5, 7, 23):
+        expected = fresh[i]
+        assert torch.equal(items[i][0][0], expected[0][0])
+        assert items[i][1:] == expected[1:]
+    # Out of order, the view is decoded again: still the same items.
+    assert torch.equal(test[1][0][0], items[1][0][0])
+    assert torch.equal(test[9][0][0], items[9][0][0])
+    assert len(calls) == 10
+    del test._load_clip  # the counting wrapper does not pickle
+    assert pickle.loads(pickle.dumps(test))._last_view is None
+
+
 def test_slowfast_packing_and_multi_label(kinetics_root):
     cfg = tiny_cfg(kinetics_root, "kinetics", "MODEL.ARCH", "slowfast",
                    "MODEL.MODEL_NAME", "SlowFast", "SLOWFAST.ALPHA", 2,

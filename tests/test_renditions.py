@@ -46,22 +46,23 @@ def run_tool(name: str, *args: str) -> subprocess.CompletedProcess:
 SPEC = FootageSpec(width=96, height=64, seconds=2.0)
 
 
+def _prepare(footage, out, *extra: str) -> None:
+    """``prepare_dataset.py kinetics`` on the footage downloads, short side 64."""
+    result = run_tool(
+        "prepare_dataset.py", "kinetics",
+        "--annotations", str(footage / "annotations"),
+        "--videos", str(footage / "downloads"), "--out", str(out),
+        "--short-side", "64", "--workers", "1", "--no-verify", *extra,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
 @pytest.fixture(scope="module")
 def footage(tmp_path_factory):
     """Kinetics-like downloads (and frame folders), prepared as a user would."""
     root = tmp_path_factory.mktemp("footage")
     make_footage(str(root), 3, 1, seed=0, spec=SPEC)
-    result = run_tool(
-        "prepare_dataset.py",
-        "kinetics",
-        "--annotations", str(root / "annotations"),
-        "--videos", str(root / "downloads"),
-        "--out", str(root / "prepared"),
-        "--short-side", "64",
-        "--workers", "1",
-        "--no-verify",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
+    _prepare(root, root / "prepared")
     return root
 
 
@@ -295,18 +296,7 @@ def test_jpeg_decoding_matches_pillow(tmp_path):
 
 
 def test_prepare_dataset_rendition_options(footage, tmp_path):
-    result = run_tool(
-        "prepare_dataset.py",
-        "kinetics",
-        "--annotations", str(footage / "annotations"),
-        "--videos", str(footage / "downloads"),
-        "--out", str(tmp_path / "out"),
-        "--short-side", "64",
-        "--renditions", "none",
-        "--workers", "1",
-        "--no-verify",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
+    _prepare(footage, tmp_path / "out", "--renditions", "none")
     assert not (tmp_path / "out" / MANIFEST).exists()
     assert not list((tmp_path / "out" / "videos" / "train").glob("*.r*.mp4"))
     bad = run_tool(
@@ -339,14 +329,7 @@ def test_add_renditions_to_a_dataset_prepared_elsewhere(footage, tmp_path, backe
     import shutil
 
     if backend == "pyav":
-        result = run_tool(
-            "prepare_dataset.py", "kinetics",
-            "--annotations", str(footage / "annotations"),
-            "--videos", str(footage / "downloads"), "--out", str(tmp_path),
-            "--short-side", "64", "--renditions", "none", "--workers", "1",
-            "--no-verify",
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr[-2000:]
+        _prepare(footage, tmp_path, "--renditions", "none")
         original = tmp_path / "videos" / "train" / "footage00000_000000_000010.mp4"
     else:
         shutil.copytree(

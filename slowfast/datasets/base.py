@@ -40,7 +40,6 @@ from slowfast.datasets.frame_cache import FrameCache
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError, label_problem
 from slowfast.datasets.rendition_reader import RenditionReader, read_frame_files
-from slowfast.datasets.renditions import Renditions, load_renditions
 from slowfast.datasets.transforms import (
     jitter_size,
     pack_pathways,
@@ -142,13 +141,8 @@ class VideoDataset(Dataset):
         self._cache: Optional[FrameCache] = None
         self._reformatter: Optional[VideoReformatter] = None
         self._reported: set = set()
-        self.renditions: Optional[Renditions] = None
-        if cfg.DATA.USE_RENDITIONS and split == "train":
-            try:
-                self.renditions = load_renditions(cfg.DATA.PATH_TO_DATA_DIR)
-            except ValueError as err:
-                raise DataError(str(err)) from err
-        self.reader = RenditionReader(self.renditions, self.base_grid)
+        self._last_view: Optional[tuple] = None  # (key, frames, classes)
+        self.reader = RenditionReader.from_config(cfg, split, self.base_grid)
         self.num_videos = self._load_annotations()
         if self.num_videos == 0:
             raise DataError(
@@ -161,9 +155,7 @@ class VideoDataset(Dataset):
             self.num_videos,
             len(self),
             self.source,
-            f"; renditions at scales {list(self.renditions.scales)} for coarse grids"
-            if self.renditions
-            else "",
+            self.reader.describe(),
         )
 
     # ----------------------------------------------------------- subclass API
@@ -282,7 +274,7 @@ class VideoDataset(Dataset):
     def __getstate__(self):
         # Per-process state is not pickled (workers started by "spawn").
         state = self.__dict__.copy()
-        state["_cache"] = state["_reformatter"] = None
+        state["_cache"] = state["_reformatter"] = state["_last_view"] = None
         return state
 
     def rendition(self, grid: SamplingGrid) -> Optional[float]:
@@ -368,7 +360,7 @@ class VideoDataset(Dataset):
         else:
             fraction = self._test_fraction(temporal, self.num_temporal_views)
         try:
-            frames, classes, _ = self._load_clip(video, self.base_grid, fraction, None)
+            frames, classes = self._view_clip(video, fraction)
         except DecodeError as err:
             raise RuntimeError(
                 f"{self.display_name} {self.split} entry {index} (video {video}) "
@@ -382,6 +374,15 @@ class VideoDataset(Dataset):
             index,
             self._extras(video, temporal, spatial, 0),
         )
+
+    def _view_clip(self, video: int, fraction: float):
+        """(frames, classes) of an evaluation view, decoded once for the
+        consecutive entries that crop it (a test view's spatial crops)."""
+        key = (video, fraction)
+        if self._last_view is None or self._last_view[0] != key:
+            frames, classes, _ = self._load_clip(video, self.base_grid, fraction, None)
+            self._last_view = (key, frames, classes)
+        return self._last_view[1:]
 
     def test_short_side(self) -> int:
         """Short side of val/test frames before cropping: TEST_CROP_SIZE.

@@ -10,12 +10,14 @@ import logging
 from typing import List, Optional, Tuple
 
 import torch
+from fvcore.common.config import CfgNode
 
 from slowfast.datasets.av_utils import DecodeError
 from slowfast.datasets.frame_cache import FrameCache
 from slowfast.datasets.frames import image_size, load_frames
 from slowfast.datasets.grid import SamplingGrid
-from slowfast.datasets.renditions import Renditions, rendition_path
+from slowfast.datasets.lists import DataError
+from slowfast.datasets.renditions import Renditions, load_renditions, rendition_path
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +37,31 @@ class RenditionReader:
         self.renditions = renditions
         self.base_jitter = base_grid.jitter_max
         self._reported: set = set()
+
+    @classmethod
+    def from_config(
+        cls, cfg: CfgNode, split: str, base_grid: SamplingGrid
+    ) -> "RenditionReader":
+        """The reader of a dataset split: the renditions of
+        DATA.PATH_TO_DATA_DIR/renditions.json for training with
+        DATA.USE_RENDITIONS, none otherwise.
+
+        Raises:
+            DataError: the manifest is malformed (one line naming it).
+        """
+        renditions = None
+        if cfg.DATA.USE_RENDITIONS and split == "train":
+            try:
+                renditions = load_renditions(cfg.DATA.PATH_TO_DATA_DIR)
+            except ValueError as err:
+                raise DataError(str(err)) from err
+        return cls(renditions, base_grid)
+
+    def describe(self) -> str:
+        """What the dataset's start-up log line says about renditions."""
+        if self.renditions is None:
+            return ""
+        return f"; renditions at scales {list(self.renditions.scales)} for coarse grids"
 
     def scale(self, grid: SamplingGrid) -> Optional[float]:
         """The rendition (scale) a training grid reads (None: the original):
