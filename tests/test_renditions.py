@@ -269,11 +269,15 @@ def test_missing_rendition_reads_the_original_and_warns_once(tmp_path, caplog):
     write_kinetics_list(str(tmp_path / "train.csv"), [("v.mp4", 0)])
     ds = build_dataset("kinetics", _clip_cfg(tmp_path), "train")
     grid = SamplingGrid.from_shape(ds.cfg, 4, 28)
+    off_cfg = _clip_cfg(tmp_path, "DATA.USE_RENDITIONS", "False")
+    off = build_dataset("kinetics", off_cfg, "train")
     with caplog.at_level(logging.WARNING):
         for seed in range(3):
             frames, _, index, extras = ds[(0, grid, seed)]
             assert frames[0].shape == (3, 4, 28, 28)
             assert index == 0 and extras["num_failed"] == 0
+            # The original is read with the clip's own random draws.
+            assert torch.equal(frames[0], off[(0, grid, seed)][0][0])
     warnings = [r for r in caplog.records if "Rendition 0.5" in r.getMessage()]
     assert len(warnings) == 1 and "prepare_dataset" in warnings[0].getMessage()
 
@@ -361,3 +365,50 @@ def test_add_renditions_to_a_dataset_prepared_elsewhere(footage, tmp_path, backe
     grid = SamplingGrid.from_shape(ds.cfg, 4, 28)
     assert ds.rendition(grid) == 0.5
     assert ds[(0, grid, 3)][0][0].shape == (3, 4, 28, 28)
+
+
+def test_frames_extracted_before_get_their_renditions(tmp_path):
+    from slowfast.datasets.prepare.common import video_to_frames
+
+    write_video(str(tmp_path / "v.mp4"), 6, 96, 64)
+    item = ("v", str(tmp_path / "v.mp4"), str(tmp_path / "out"), 30.0, "{:06d}.jpg")
+    paths = video_to_frames(item)  # no renditions asked for
+    assert len(paths) == 6 and not (tmp_path / "out" / "frames" / "v.r50").exists()
+    assert video_to_frames(item + (SCALES,)) == paths  # run again with them
+    for scale, size in ((0.7071, (46, 68)), (0.5, (32, 48))):
+        folder = tmp_path / "out" / "frames" / f"v{suffix(scale)}"
+        assert sorted(os.listdir(folder)) == [os.path.basename(p) for p in paths]
+        assert image_size(str(folder / "000001.jpg")) == size
+
+
+def test_scales_that_share_a_file_name_are_refused(tmp_path):
+    bad = run_tool(
+        "prepare_dataset.py", "kinetics", "--annotations", "a", "--videos", "v",
+        "--out", "o", "--renditions", "0.706,0.7071",
+    )  # fmt: skip
+    assert bad.returncode == 2 and "share file names (.r71, .r71)" in bad.stderr
+    (tmp_path / MANIFEST).write_text('{"scales": [0.5, 0.501]}')
+    with pytest.raises(ValueError, match="share file names"):
+        load_renditions(str(tmp_path))
+
+
+def test_mp4_named_file_of_another_format_is_probed(tmp_path):
+    """MPEG-TS data under an .mp4 name: the header-only open fails, probing
+    opens it."""
+    from fractions import Fraction
+
+    path = str(tmp_path / "ts.mp4")
+    with av.open(path, "w", format="mpegts") as container:
+        stream = container.add_stream("mpeg2video", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for i in range(10):
+            frame = av.VideoFrame.from_ndarray(
+                np.full((48, 64, 3), 8 + 4 * i, np.uint8), format="rgb24"
+            )
+            frame.pts, frame.time_base = i, Fraction(1, 30)
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    frames, _, _ = decode_video(path)
+    assert frames.shape[0] == 10
+    clip = decode_pyav(path, lambda n, fps: np.array([2.0, 5.0]))
+    assert [frame_index(v) for v in clip.float().mean(dim=(1, 2, 3))] == [2, 5]

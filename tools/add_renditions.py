@@ -45,8 +45,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
             args.renditions = [float(v) for v in args.renditions.split(",") if v]
     except ValueError:
         args.renditions = []
-    if not args.renditions or any(not 0.1 <= s < 1 for s in args.renditions):
-        parser.error("--renditions: use auto or scales in [0.1, 1), e.g. 0.7071,0.5")
+    from slowfast.datasets.renditions import scales_problem
+
+    problem = scales_problem(args.renditions)
+    if problem:
+        parser.error(f"--renditions: {problem}")
     return args
 
 
@@ -54,7 +57,6 @@ def training_items(cfg, scales) -> list:
     """One work item per training video: (id, kind, paths, scales)."""
     from slowfast.datasets.build import dataset_name
     from slowfast.datasets.charades import Charades
-    from slowfast.datasets.frames import list_frame_dir
     from slowfast.datasets.kinetics import Kinetics
     from slowfast.datasets.ssv2 import Ssv2
 
@@ -64,7 +66,7 @@ def training_items(cfg, scales) -> list:
         _, entries, _ = Kinetics.read_list(cfg, "train")
         for path in dict.fromkeys(e[0] for e in entries):  # each video once
             if cfg.DATA.DECODING_BACKEND == "frames":
-                items.append((path, "frames", tuple(list_frame_dir(path)), scales))
+                items.append((path, "folder", (path,), scales))
             else:
                 items.append((path, "video", (path,), scales))
     elif name == "ssv2":
@@ -82,6 +84,7 @@ def training_items(cfg, scales) -> list:
 
 
 def _add(item) -> str:
+    from slowfast.datasets.frames import list_frame_dir
     from slowfast.datasets.prepare.common import (
         add_frame_renditions,
         add_video_renditions,
@@ -89,6 +92,8 @@ def _add(item) -> str:
     from slowfast.datasets.renditions import rendition_path
 
     _, kind, paths, scales = item
+    if kind == "folder":  # listed here: a bad folder fails this item only
+        return add_frame_renditions(list_frame_dir(paths[0]), scales)
     if kind == "frames":
         return add_frame_renditions(paths, scales)
     if all(os.path.exists(rendition_path(paths[0], s)) for s in scales):

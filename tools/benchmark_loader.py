@@ -146,7 +146,8 @@ def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
     loader = construct_loader(cfg, args.split, plan_fn=switch)
     stage_rows, loader_rows = [], []
     if cache == "on":
-        fill = prefill_cache(loader.dataset, cfg.RNG_SEED)
+        grids = [SamplingGrid.from_shape(cfg, s.frames, s.crop) for s in shapes]
+        fill = prefill_cache(loader.dataset, cfg.RNG_SEED, grids)
         print(f"(cache on, {workers} workers: prefill took {fill:.1f} s)", flush=True)
     if workers == 0 and args.stage_items > 0:
         dataset = loader.dataset

@@ -78,11 +78,11 @@ def _renditions(parser, text: str) -> List[float]:
         scales = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         scales = []
-    if not scales or any(not 0.1 <= s < 1 for s in scales):
-        parser.error(
-            f"--renditions {text}: use auto, none, or scales in [0.1, 1), "
-            "e.g. 0.7071,0.5"
-        )
+    from slowfast.datasets.renditions import scales_problem
+
+    problem = scales_problem(scales)
+    if problem:
+        parser.error(f"--renditions {text}: {problem} (or auto, none)")
     return scales
 
 

@@ -77,9 +77,14 @@ def open_video(path: str):
         raise DecodeError(path, "empty file (0 bytes)")
     container = None
     if path.lower().endswith(_HEADER_FORMATS):
-        container = _open(path, **_NO_PROBE)
-        video = container.streams.video
-        if not video or not (video[0].width and video[0].average_rate):
+        try:
+            container = _open(path, **_NO_PROBE)
+        except DecodeError:
+            container = None  # not MP4 inside (e.g. MPEG-TS): probe it
+        video = container.streams.video if container is not None else None
+        if container is not None and (
+            not video or not (video[0].width and video[0].average_rate)
+        ):
             container.close()
             container = None
     if container is None:

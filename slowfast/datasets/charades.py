@@ -104,7 +104,9 @@ class Charades(VideoDataset):
         seq = charades_indices(len(paths), grid.num_frames, rate, fraction, rng)
         chosen = [paths[i] for i in seq]
         frames, geometry = self.reader.read(
-            grid, chosen[0], lambda scale: self.read_frame_files(chosen, scale)
+            grid,
+            self.video_path(video_idx),
+            lambda scale: self.read_frame_files(chosen, scale),
         )
         if self.split == "train":
             labels = union(self._frame_labels[video_idx][seq[0] : seq[-1] + 1])

@@ -97,7 +97,9 @@ def image_size(path: str) -> Tuple[int, int]:
             height, width, _, _ = simplejpeg.decode_jpeg_header(head)
             return height, width
         except ValueError:
-            pass
+            pass  # a header beyond 64 KiB (large metadata): Pillow, whole file
+        with open(path, "rb") as handle:
+            head = handle.read()
     try:
         with Image.open(io.BytesIO(head)) as img:
             return img.height, img.width

@@ -126,5 +126,5 @@ class Kinetics(VideoDataset):
                 )
                 return clip, info.original_size
 
-        frames, geometry = self.reader.read(grid, path, load)
+        frames, geometry = self.reader.read(grid, path, load, rng)
         return frames, self._labels[video_idx], geometry

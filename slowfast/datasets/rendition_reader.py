@@ -71,7 +71,7 @@ class RenditionReader:
             return None
         return self.renditions.pick(grid.jitter_max / self.base_jitter)
 
-    def read(self, grid: SamplingGrid, path: str, load) -> Clip:
+    def read(self, grid: SamplingGrid, path: str, load, rng=None) -> Clip:
         """``load(scale)`` for the grid's rendition, else ``load(None)``.
 
         A rendition that cannot be read is reported once and the original
@@ -84,15 +84,20 @@ class RenditionReader:
             load: ``load(scale) -> (frames, geometry)``, reading the rendition
                 at ``scale`` (None: the original); ``geometry`` is the
                 original's (height, width) when it read a rendition.
+            rng: the clip's random source, if ``load`` draws from it: the
+                original is then read with the same draws.
 
         Returns:
             tuple: what ``load`` returned.
         """
         scale = self.scale(grid)
         if scale is not None:
+            state = rng.getstate() if rng is not None else None
             try:
                 return load(scale)
             except DecodeError as err:
+                if state is not None:
+                    rng.setstate(state)
                 if path not in self._reported:
                     self._reported.add(path)
                     logger.warning(

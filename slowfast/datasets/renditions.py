@@ -49,6 +49,16 @@ def suffix(scale: float) -> str:
     return f".r{int(round(100 * scale))}"
 
 
+def scales_problem(scales: Sequence[float]) -> str:
+    """What is wrong with a list of rendition scales ("" when nothing)."""
+    if not scales or any(not 0.1 <= s < 1 for s in scales):
+        return f"scales {list(scales)}: use values in [0.1, 1), e.g. 0.7071,0.5"
+    names = [suffix(s) for s in scales]
+    if len(set(names)) < len(names):
+        return f"scales {list(scales)} share file names ({', '.join(names)})"
+    return ""
+
+
 @dataclass(frozen=True)
 class Renditions:
     """The scales a dataset folder holds besides the originals (largest first)."""
@@ -87,8 +97,9 @@ def load_renditions(data_dir: str) -> Optional[Renditions]:
             f'{path}: expected {{"scales": [0.7071, 0.5]}} ({err}); rewrite it '
             "with tools/prepare_dataset.py or delete it"
         ) from err
-    if not all(0 < s < 1 for s in scales):
-        raise ValueError(f"{path}: scales {list(scales)} must lie in (0, 1)")
+    problem = scales_problem(scales)
+    if problem:
+        raise ValueError(f"{path}: {problem}")
     return Renditions(scales[::-1])
 
 

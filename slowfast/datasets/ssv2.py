@@ -122,6 +122,8 @@ class Ssv2(VideoDataset):
         seq = ssv2_indices(len(paths), grid.num_frames, rng)
         chosen = [paths[i] for i in seq]
         frames, geometry = self.reader.read(
-            grid, chosen[0], lambda scale: self.read_frame_files(chosen, scale)
+            grid,
+            self.video_path(video_idx),
+            lambda scale: self.read_frame_files(chosen, scale),
         )
         return frames, self._labels[video_idx], geometry

@@ -126,8 +126,9 @@ def time_stages(dataset, grids, items: int, seed: int) -> List[Dict[str, float]]
     return results
 
 
-def prefill_cache(dataset, seed: int) -> float:
-    """Loads every training video once so the frame cache is warm.
+def prefill_cache(dataset, seed: int, grids=()) -> float:
+    """Loads every training video once so the frame cache is warm, at the
+    base grid and at each of ``grids`` that reads another rendition.
 
     Called before the loader starts its workers, which are forked with the
     filled cache (so the timed batches show the steady state of a cache).
@@ -136,8 +137,14 @@ def prefill_cache(dataset, seed: int) -> float:
         float: seconds spent.
     """
     start = time.perf_counter()
-    for index in range(len(dataset)):
-        dataset[(index, None, seed + index)]
+    sources, picked = {None}, [None]
+    for grid in grids:
+        if dataset.rendition(grid) not in sources:
+            sources.add(dataset.rendition(grid))
+            picked.append(grid)
+    for grid in picked:
+        for index in range(len(dataset)):
+            dataset[(index, grid, seed + index)]
     return time.perf_counter() - start
 
 

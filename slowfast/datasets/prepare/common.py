@@ -241,11 +241,24 @@ def add_video_renditions(
 ) -> None:
     """Writes the renditions of an already prepared video next to it.
 
+    The renditions are encoded at a constant frame rate from time 0, as
+    ``reencode`` writes videos: an original that starts later is refused,
+    and one with a variable frame rate gets renditions whose frames line up
+    with its own only approximately (re-prepare such videos with
+    ``tools/prepare_dataset.py``).
+
     Args:
         path: the video (its size is the original's).
         scales: the renditions' scales.
         gop_seconds: their keyframe interval.
+
+    Raises:
+        ValueError: the original does not start at time 0.
     """
+    with av.open(path) as container:
+        start = container.streams.video[0].start_time or 0
+    if start:
+        raise ValueError(f"{path}: starts at pts {start}, not 0; re-prepare it")
     _write_outputs(
         path,
         lambda width, height: _rendition_targets(
@@ -297,7 +310,10 @@ def video_to_frames(item: tuple) -> List[str]:
     done = os.path.join(out, folder, ".complete")
     if os.path.exists(done):
         with open(done) as f:
-            return f.read().split()
+            paths = f.read().split()
+        if scales:  # extracted before renditions were asked for
+            add_frame_renditions([os.path.join(out, p) for p in paths], scales)
+        return paths
     frames, _ = decode_rgb(src, fps)
     paths = write_jpeg_frames(out, folder, pattern, frames, scales=scales)
     with open(done, "w") as f:
