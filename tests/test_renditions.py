@@ -372,7 +372,7 @@ def test_frames_extracted_before_get_their_renditions(tmp_path):
 
     write_video(str(tmp_path / "v.mp4"), 6, 96, 64)
     item = ("v", str(tmp_path / "v.mp4"), str(tmp_path / "out"), 30.0, "{:06d}.jpg")
-    paths = video_to_frames(item)  # no renditions asked for
+    paths = video_to_frames(item + ((),))  # no renditions asked for
     assert len(paths) == 6 and not (tmp_path / "out" / "frames" / "v.r50").exists()
     assert video_to_frames(item + (SCALES,)) == paths  # run again with them
     for scale, size in ((0.7071, (46, 68)), (0.5, (32, 48))):

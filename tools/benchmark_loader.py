@@ -145,13 +145,12 @@ def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
     switch = ShapeSwitch(cfg, min(shapes, key=lambda s: s.batch))
     loader = construct_loader(cfg, args.split, plan_fn=switch)
     stage_rows, loader_rows = [], []
+    grids = [SamplingGrid.from_shape(cfg, s.frames, s.crop) for s in shapes]
     if cache == "on":
-        grids = [SamplingGrid.from_shape(cfg, s.frames, s.crop) for s in shapes]
         fill = prefill_cache(loader.dataset, cfg.RNG_SEED, grids)
         print(f"(cache on, {workers} workers: prefill took {fill:.1f} s)", flush=True)
     if workers == 0 and args.stage_items > 0:
         dataset = loader.dataset
-        grids = [SamplingGrid.from_shape(cfg, s.frames, s.crop) for s in shapes]
         timings = time_stages(dataset, grids, args.stage_items, cfg.RNG_SEED)
         for shape, grid, ms in zip(shapes, grids, timings):
             scale = dataset.rendition(grid) if hasattr(dataset, "rendition") else None

@@ -49,8 +49,8 @@ _ORIGINAL_SIZE = re.compile(r"slowfast original_size=(\d+)x(\d+)")
 
 # MP4/MOV headers (the "moov" box) hold the codec parameters, frame count and
 # rate, so opening one need not probe the stream by decoding its first
-# frames, which FFmpeg does by default (half the cost of opening a small clip,
-# and more than decoding a 2-frame clip's frames at coarse resolutions).
+# frames, which FFmpeg does by default (a large part of the cost of a clip of
+# few frames at a coarse resolution).
 _HEADER_FORMATS = (".mp4", ".m4v", ".mov")
 _NO_PROBE = {
     "container_options": {
@@ -77,22 +77,27 @@ def open_video(path: str):
         raise DecodeError(path, "empty file (0 bytes)")
     container = None
     if path.lower().endswith(_HEADER_FORMATS):
-        try:
-            container = _open(path, **_NO_PROBE)
-        except DecodeError:
-            container = None  # not MP4 inside (e.g. MPEG-TS): probe it
-        video = container.streams.video if container is not None else None
-        if container is not None and (
-            not video or not (video[0].width and video[0].average_rate)
-        ):
-            container.close()
-            container = None
+        container = _open_from_header(path)
     if container is None:
         container = _open(path)
     if not container.streams.video:
         container.close()
         raise DecodeError(path, "no video stream")
     return container
+
+
+def _open_from_header(path: str):
+    """The container opened without probing, or None when that fails or
+    leaves the video's size or rate unknown (e.g. MPEG-TS data named .mp4)."""
+    try:
+        container = _open(path, **_NO_PROBE)
+    except DecodeError:
+        return None
+    video = container.streams.video
+    if video and video[0].width and video[0].average_rate:
+        return container
+    container.close()
+    return None
 
 
 def _open(path: str, **options):

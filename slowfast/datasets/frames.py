@@ -3,8 +3,8 @@
 Returns uint8 tensors ``[T, H, W, C]`` (RGB) like the PyAV backend; a missing
 or unreadable frame raises ``DecodeError`` with the frame's path. JPEGs are
 decoded by libjpeg-turbo through ``simplejpeg`` (the same pixels as Pillow,
-about 3x faster for 256 px frames: Pillow's decoder adds a per-image
-overhead); other images, and JPEGs it cannot read, through Pillow.
+faster: docs/BENCHMARKS.md); other images, and JPEGs it cannot read, through
+Pillow.
 """
 
 import io
@@ -54,19 +54,24 @@ def list_frame_dir(path: str) -> List[str]:
     return [folder + n for n in frame_names(path)]
 
 
+def _read(path: str, size: int = -1) -> bytes:
+    """The first ``size`` bytes of a file (all with -1), as ``DecodeError``s."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(size)
+    except FileNotFoundError as err:
+        raise DecodeError(path, "frame file not found") from err
+    except OSError as err:
+        raise DecodeError(path, f"cannot read image ({err})") from err
+
+
 def load_image(path: str) -> np.ndarray:
     """Reads one RGB image as a uint8 ``[H, W, 3]`` array.
 
     Raises:
         DecodeError: the file is missing, empty or not a readable image.
     """
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError as err:
-        raise DecodeError(path, "frame file not found") from err
-    except OSError as err:
-        raise DecodeError(path, f"cannot read image ({err})") from err
+    data = _read(path)
     if data[:2] == b"\xff\xd8":  # a JPEG
         try:
             return simplejpeg.decode_jpeg(data, colorspace="RGB")
@@ -85,21 +90,13 @@ def image_size(path: str) -> Tuple[int, int]:
     Raises:
         DecodeError: the file is missing or not a readable image.
     """
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(65536)
-    except FileNotFoundError as err:
-        raise DecodeError(path, "frame file not found") from err
-    except OSError as err:
-        raise DecodeError(path, f"cannot read image ({err})") from err
+    head = _read(path, 65536)
     if head[:2] == b"\xff\xd8":
         try:
             height, width, _, _ = simplejpeg.decode_jpeg_header(head)
             return height, width
         except ValueError:
-            pass  # a header beyond 64 KiB (large metadata): Pillow, whole file
-        with open(path, "rb") as handle:
-            head = handle.read()
+            head = _read(path)  # a header beyond 64 KiB (large metadata)
     try:
         with Image.open(io.BytesIO(head)) as img:
             return img.height, img.width

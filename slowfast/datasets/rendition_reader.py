@@ -102,8 +102,8 @@ class RenditionReader:
                     self._reported.add(path)
                     logger.warning(
                         "Rendition %g of %s unreadable, reading the original "
-                        "instead (run tools/prepare_dataset.py again to write "
-                        "it): %s",
+                        "instead (write it with tools/prepare_dataset.py or "
+                        "tools/add_renditions.py): %s",
                         scale,
                         path,
                         err,

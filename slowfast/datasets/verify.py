@@ -65,7 +65,7 @@ def _missing_renditions(job: _Job, files: Sequence[str]) -> List[str]:
         if missing:
             found.append(
                 f"rendition {scale:g} missing ({missing[0]}; renditions.json lists "
-                "it): run tools/prepare_dataset.py again"
+                "it): write it with tools/prepare_dataset.py or tools/add_renditions.py"
             )
     return found
 

@@ -94,6 +94,7 @@ class TrainMeter:
             entry["iters"] += 1
             entry["clips"] += batch_size
             entry["time"] += data_time + compute_time
+            # A meter resumed from an older mid-epoch checkpoint has no "data".
             entry["data"] = entry.get("data", 0.0) + data_time
 
     def state_dict(self) -> dict:
@@ -173,12 +174,9 @@ def data_wait_text(shapes: dict) -> str:
         shapes: ``TrainMeter.shapes``.
     """
     parts = []
-
-    def batch(shape: str) -> int:
-        head = shape.split("x")[0]
-        return int(head) if head.isdigit() else 0
-
-    for shape, entry in sorted(shapes.items(), key=lambda kv: -batch(kv[0])):
+    for shape, entry in sorted(
+        shapes.items(), key=lambda kv: -int(kv[0].split("x")[0])
+    ):
         share = entry.get("data", 0.0) / entry["time"] if entry["time"] else 0.0
         parts.append(f"{shape} {100 * share:.1f}%")
     return ", ".join(parts)

@@ -86,22 +86,31 @@ def write_jpeg_frames(
     Returns:
         list: frame paths relative to ``root``, in order (of ``folder``).
     """
-    from slowfast.datasets.renditions import scaled_size, suffix
+    from slowfast.datasets.renditions import rendition_path
 
-    height, width = frames.shape[1:3]
-    outputs = [(folder, None)]
-    outputs += [(folder + suffix(s), scaled_size(width, height, s)) for s in scales]
-    for name, _ in outputs:
-        os.makedirs(os.path.join(root, name), exist_ok=True)
+    os.makedirs(os.path.join(root, folder), exist_ok=True)
     paths = []
     for index, frame in enumerate(frames):
         image = Image.fromarray(frame)
-        file_name = pattern.format(index + 1)
-        for name, size in outputs:
-            out = image if size is None else image.resize(size, Image.BILINEAR)
-            out.save(os.path.join(root, name, file_name), quality=quality)
-        paths.append(f"{folder}/{file_name}")
+        relative = f"{folder}/{pattern.format(index + 1)}"
+        image.save(os.path.join(root, relative), quality=quality)
+        for scale in scales:
+            path = rendition_path(os.path.join(root, relative), scale)
+            save_jpeg_rendition(image, path, scale, quality)
+        paths.append(relative)
     return paths
+
+
+def save_jpeg_rendition(image: Image.Image, path: str, scale: float, quality: int):
+    """Saves ``image`` scaled by ``scale`` (antialiased bilinear, the size of
+    ``renditions.scaled_size``) as a JPEG, atomically; creates its folder."""
+    from slowfast.datasets.renditions import scaled_size
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.part"
+    size = scaled_size(image.width, image.height, scale)
+    image.resize(size, Image.BILINEAR).save(tmp, format="JPEG", quality=quality)
+    os.replace(tmp, path)
 
 
 def write_kinetics_list(path: str, rows: Iterable[Tuple[str, int]]) -> None:

@@ -67,6 +67,7 @@ def prepare(
     os.makedirs(out, exist_ok=True)
     found = index_files(videos, VIDEO_EXTENSIONS)
     failures, written, notes = [], [], []
+    used_official = False
     for split, name in CSVS.items():
         path = os.path.join(annotations, name)
         if not os.path.exists(path):
@@ -107,7 +108,7 @@ def prepare(
         written.append(split)
         if official:
             notes.append(f"{split}: {len(official)} videos from the official frames")
-    used_official = any("from the official frames" in note for note in notes)
+            used_official = True
     write_renditions(out, [] if used_official else renditions)
     if used_official and renditions:
         notes.append("no renditions: the official frames have none")

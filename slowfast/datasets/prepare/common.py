@@ -124,8 +124,8 @@ def decode_rgb(path: str, fps: Optional[float] = None) -> Tuple[np.ndarray, floa
 # loading"): "fastdecode" (CAVLC entropy coding, no deblocking filter, no
 # weighted prediction) and B-frames that no other frame references
 # ("b-pyramid=none"), which the loader's selective decoding skips unless it
-# needs them. Same quality as x264's defaults at CRF 20 (PSNR against the
-# source), about 8% larger, 2-2.5x faster to decode.
+# needs them. Same quality as x264's defaults at CRF 20, a little larger, much
+# faster to decode (docs/BENCHMARKS.md).
 PREPARED_X264 = {
     "crf": "20",
     "preset": "veryfast",
@@ -293,7 +293,7 @@ def video_to_frames(item: tuple) -> List[str]:
 
     Args:
         item: (video id, source video, output folder, fps, file-name pattern
-            with one ``{}`` for the 1-based frame number[, rendition scales]).
+            with one ``{}`` for the 1-based frame number, rendition scales).
             The frames go to ``frames/<id>/`` of the output folder, renditions
             to ``frames/<id>.r71/`` and so on; a ``.complete`` file in the
             first lists the frames once all are written, so a rerun skips the
@@ -304,8 +304,7 @@ def video_to_frames(item: tuple) -> List[str]:
     """
     from slowfast.datasets.demo.writers import write_jpeg_frames
 
-    video_id, src, out, fps, pattern = item[:5]
-    scales = item[5] if len(item) > 5 else ()
+    video_id, src, out, fps, pattern, scales = item
     folder = f"frames/{video_id}"
     done = os.path.join(out, folder, ".complete")
     if os.path.exists(done):
@@ -336,8 +335,9 @@ def add_frame_renditions(
     """
     from PIL import Image
 
+    from slowfast.datasets.demo.writers import save_jpeg_rendition
     from slowfast.datasets.frames import load_image
-    from slowfast.datasets.renditions import rendition_path, scaled_size
+    from slowfast.datasets.renditions import rendition_path
 
     todo = [
         (p, s)
@@ -349,10 +349,5 @@ def add_frame_renditions(
         return "skipped"
     for path, scale in todo:
         image = Image.fromarray(load_image(path))
-        out = rendition_path(path, scale)
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        tmp = f"{out}.{os.getpid()}.part"
-        size = scaled_size(image.width, image.height, scale)
-        image.resize(size, Image.BILINEAR).save(tmp, format="JPEG", quality=quality)
-        os.replace(tmp, out)
+        save_jpeg_rendition(image, rendition_path(path, scale), scale, quality)
     return "done"
