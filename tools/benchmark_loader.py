@@ -55,6 +55,7 @@ from slowfast.datasets.timing import (
 from slowfast.utils.benchmark import (
     MEMORY_FORMATS,
     MODEL_HEADERS,
+    PRECISIONS,
     TrainStep,
     base_shape_index,
     model_rows,
@@ -65,6 +66,10 @@ from slowfast.utils.table import format_table
 
 def _int_list(text: str) -> List[int]:
     return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _name_list(text: str) -> List[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -106,6 +111,20 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         "multigrid BN splits), plain (one group per batch), or sub,plain",
     )
     parser.add_argument(
+        "--precision",
+        type=_name_list,
+        default=[],
+        help="autocast of the model rows, compared round-robin: fp32, fp16, bf16 "
+        "(default: the config's TRAIN.MIXED_PRECISION)",
+    )
+    parser.add_argument(
+        "--step",
+        type=_name_list,
+        default=["eager"],
+        help="how the model rows run forward and backward: eager, graphs (one "
+        "CUDA graph per shape; GPU only), or eager,graphs",
+    )
+    parser.add_argument(
         "--model-clips-per-s",
         type=float,
         default=0.0,
@@ -129,6 +148,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     bad = [v for v in args.bn if v not in ("sub", "plain")]
     if bad or not args.bn:
         parser.error(f"--bn {bad}: use sub, plain or sub,plain")
+    bad = [p for p in args.precision if p not in PRECISIONS]
+    if bad:
+        parser.error(f"--precision {bad}: use {', '.join(PRECISIONS)}")
+    bad = [m for m in args.step if m not in ("eager", "graphs")]
+    if bad or not args.step:
+        parser.error(f"--step {bad}: use eager, graphs or eager,graphs")
     args.model = args.model or args.model_only
     return args
 
@@ -246,7 +271,14 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
     results: Dict[str, list] = {"shapes": [asdict(s) for s in shapes]}
     if args.model:
         results["model"] = model_rows(
-            base, shapes, args.warmup, args.iters, args.memory_format, args.bn
+            base,
+            shapes,
+            args.warmup,
+            args.iters,
+            args.memory_format,
+            args.bn,
+            args.precision or [None],
+            args.step,
         )
         print(
             f"\nModel alone ({base.MODEL.MODEL_NAME} on {_device_name(base)}, "

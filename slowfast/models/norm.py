@@ -29,6 +29,8 @@ import torch.distributed as dist
 from fvcore.common.config import CfgNode
 from torch import nn
 
+from slowfast.models.split_bn import fused_split_ok, split_batch_norm
+
 BN_EPS = 1e-5
 BN_MOMENTUM = 0.1
 
@@ -110,9 +112,43 @@ class SubBatchNorm3d(nn.BatchNorm3d):
                 f"SubBatchNorm3d: batch of {batch} clips is not divisible by "
                 f"num_splits={self.num_splits}"
             )
+        if self._fused_split_ok(x):
+            return self._forward_split_fused(x)
         if self._native_split_ok(x):
             return self._forward_split_native(x)
         return self._forward_split_generic(x)
+
+    def _fused_split_ok(self, x: torch.Tensor) -> bool:
+        """Whether the Triton kernels of ``split_bn.py`` compute this forward:
+        GPU batches (contiguous or channels-last-3d) with local statistics, a
+        momentum and more than one value per split and channel."""
+        return (
+            self.process_group is None
+            and self.momentum is not None
+            and x.numel() // (self.num_splits * x.shape[1]) > 1
+            and fused_split_ok(x)
+        )
+
+    def _forward_split_fused(self, x: torch.Tensor) -> torch.Tensor:
+        """The split forward in Triton kernels that read either memory format
+        in place and update the running statistics themselves."""
+        weight, bias = self.weight, self.bias
+        if not self.affine:
+            weight = torch.ones(x.shape[1], device=x.device)
+            bias = torch.zeros_like(weight)
+        track = self.track_running_stats
+        if track:
+            self.num_batches_tracked.add_(1)
+        return split_batch_norm(
+            x,
+            weight,
+            bias,
+            self.running_mean if track else None,
+            self.running_var if track else None,
+            self.num_splits,
+            self.eps,
+            self.momentum,
+        )
 
     def _forward_split_generic(self, x: torch.Tensor) -> torch.Tensor:
         """The split forward from ``var_mean`` and elementwise ops (any group)."""

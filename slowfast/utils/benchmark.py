@@ -15,7 +15,7 @@ fvcore forward FLOPs of one clip and ``c`` clips/s, ``(c / c_base) / (F_base
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 from fvcore.common.config import CfgNode
@@ -85,49 +85,108 @@ def base_shape_index(cfg: CfgNode, shapes: Sequence[Shape]) -> int:
     raise ValueError("no shape at the config's NUM_FRAMES and TRAIN_CROP_SIZE")
 
 
+PRECISIONS = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
 class TrainStep:
     """Forward, loss, backward and SGD update of the config's model.
 
     The model is built by ``build_model`` (its memory format included) with
     sub-batch BN layers, as the trainer builds it for a multigrid run, on the
     trainer's device (GPU 0 when NUM_GPUS > 0) and with its precision
-    (TRAIN.MIXED_PRECISION: fp16 autocast and a GradScaler on GPU, bf16 on CPU).
+    (TRAIN.MIXED_PRECISION: fp16 autocast and a GradScaler on GPU, bf16 on CPU)
+    unless ``precision`` names another.
+
+    With ``graphs`` (CUDA only) forward and backward of each shape are
+    captured once in a CUDA graph and replayed; the SGD update runs eagerly.
 
     Args:
         cfg: the run's config.
         plain_bn: one BN group per batch at every shape (what a baseline run
             has) instead of the shape's multigrid BN splits.
+        precision: "fp32", "fp16" or "bf16" autocast; None: the config's.
+        graphs: replay each shape's forward and backward from a CUDA graph.
     """
 
-    def __init__(self, cfg: CfgNode, plain_bn: bool = False) -> None:
+    def __init__(
+        self,
+        cfg: CfgNode,
+        plain_bn: bool = False,
+        precision: Optional[str] = None,
+        graphs: bool = False,
+    ) -> None:
         self.device = get_device(cfg)
         self.model = convert_to_sub_bn(build_model(cfg).train()).to(self.device)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3, momentum=0.9)
         self.loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
         self.autocast = autocast_factory(cfg, self.device)
         self.scaler = make_grad_scaler(cfg, self.device)
+        if precision is not None:
+            dtype = PRECISIONS[precision]
+            on = dtype is not None
+            self.autocast = lambda: torch.autocast(self.device.type, dtype, enabled=on)
+            fp16_gpu = dtype == torch.float16 and self.device.type == "cuda"
+            self.scaler = torch.amp.GradScaler("cuda") if fp16_gpu else None
+        if graphs and self.device.type != "cuda":
+            raise ValueError("CUDA graphs need a GPU (NUM_GPUS > 0)")
+        self.graphs = {} if graphs else None
         self.plain_bn = plain_bn
+        self.splits = 1
 
     def set_shape(self, shape: Shape) -> None:
         """Sets the BN splits of ``shape`` (1 with plain BN) for the next steps."""
-        set_bn_splits(self.model, 1 if self.plain_bn else shape.bn_splits)
+        self.splits = 1 if self.plain_bn else shape.bn_splits
+        set_bn_splits(self.model, self.splits)
 
     def synchronize(self) -> None:
         """Waits for the device's queued work (a no-op on CPU)."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    def _forward_backward(self, inputs, labels) -> torch.Tensor:
+        with self.autocast():
+            loss = self.loss_fn(self.model(inputs).float(), labels)
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+        return loss
+
+    def _graphed(self, inputs, labels) -> None:
+        """Replays (capturing first) the graph of these inputs' shape."""
+        key = (tuple(x.shape for x in inputs), self.splits)
+        if key not in self.graphs:
+            for p in self.model.parameters():  # static grads, outside the pools
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+            static = ([x.clone() for x in inputs], labels.clone())
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    self._forward_backward(*static)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            if not hasattr(self, "_pool"):
+                self._pool = torch.cuda.graph_pool_handle()
+            with torch.cuda.graph(graph, pool=self._pool):
+                self._forward_backward(*static)
+            self.graphs[key] = (graph, static)
+        graph, (static_inputs, static_labels) = self.graphs[key]
+        for dst, src in zip(static_inputs, inputs):
+            dst.copy_(src, non_blocking=True)
+        static_labels.copy_(labels, non_blocking=True)
+        self.optimizer.zero_grad(set_to_none=False)
+        graph.replay()
+
     def __call__(self, inputs: Sequence[torch.Tensor], labels: torch.Tensor) -> None:
         inputs = [x.to(self.device, non_blocking=True) for x in inputs]
         labels = labels.to(self.device, non_blocking=True)
-        with self.autocast():
-            loss = self.loss_fn(self.model(inputs).float(), labels)
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.graphs is None:
+            self.optimizer.zero_grad(set_to_none=True)
+            self._forward_backward(inputs, labels)
+        else:
+            self._graphed(inputs, labels)
         if self.scaler is None:
-            loss.backward()
             self.optimizer.step()
         else:
-            self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
 
@@ -149,10 +208,21 @@ def synthetic_batch(cfg: CfgNode, shape: Shape) -> tuple:
     return inputs, labels
 
 
-def variant_label(memory_format: str, plain_bn: bool, picked: str) -> str:
-    """How a row names its memory format and BN variant."""
-    label = memory_format.replace("default", f"default: {picked}")
-    return label + (", plain BN" if plain_bn else "")
+@dataclass(frozen=True)
+class Variant:
+    """One way of running the step: memory format, BN, precision, graphs."""
+
+    memory_format: str = "default"
+    plain_bn: bool = False
+    precision: Optional[str] = None
+    graphs: bool = False
+
+    def label(self, picked: str) -> str:
+        """How a row names it (``picked``: the default memory format)."""
+        text = self.memory_format.replace("default", f"default: {picked}")
+        text += ", plain BN" if self.plain_bn else ""
+        text += f", {self.precision}" if self.precision else ""
+        return text + (", CUDA graphs" if self.graphs else "")
 
 
 def format_cfg(cfg: CfgNode, memory_format: str) -> CfgNode:
@@ -209,34 +279,45 @@ def model_rows(
     iters: int,
     formats: Sequence[str] = ("default",),
     bn_variants: Sequence[str] = ("sub",),
+    precisions: Sequence[Optional[str]] = (None,),
+    step_modes: Sequence[str] = ("eager",),
 ) -> List[list]:
     """Model-alone rows, one per variant and shape (see MODEL_HEADERS).
 
-    The variants are every memory format with every BN variant: "sub" (the
-    shape's multigrid BN splits) and "plain" (one BN group per batch).
+    The variants are every memory format with every BN variant ("sub": the
+    shape's multigrid BN splits; "plain": one BN group per batch), precision
+    (None: the config's) and step mode ("eager", or "graphs": CUDA graphs).
 
     ms/step is the median over ``iters`` steps, spread its range (max - min)
     in percent of it; GFLOP/clip the fvcore forward count of one clip (eval
     mode, as ``model_stats.gflops``); GFLOP/s counts forward + backward as 3
-    forwards; efficiency is relative to the base shape in the same format.
+    forwards; efficiency is relative to the base shape in the same variant.
     """
-    variants = [(f, bn == "plain") for f in formats for bn in bn_variants]
-    steps = [TrainStep(format_cfg(cfg, f), plain_bn=plain) for f, plain in variants]
+    variants = [
+        Variant(f, bn == "plain", p, mode == "graphs")
+        for f in formats
+        for p in precisions
+        for mode in step_modes
+        for bn in bn_variants
+    ]
+    steps = [
+        TrainStep(format_cfg(cfg, v.memory_format), v.plain_bn, v.precision, v.graphs)
+        for v in variants
+    ]
     flops = [gflops(steps[0].model, cfg, s.frames, s.crop) for s in shapes]
     times = time_steps(cfg, steps, shapes, warmup, iters)
     base = base_shape_index(cfg, shapes)
     picked = "channels_last_3d" if uses_channels_last_3d(cfg) else "contiguous"
     rows = []
-    for j, (memory_format, plain_bn) in enumerate(variants):
+    for j, variant in enumerate(variants):
         base_rate = shapes[base].batch * flops[base] / statistics.median(times[base, j])
         for i, shape in enumerate(shapes):
             seconds = statistics.median(times[i, j])
             spread = 100 * (max(times[i, j]) - min(times[i, j])) / seconds
             clips = shape.batch / seconds
-            label = variant_label(memory_format, plain_bn, picked)
-            row = [label, shape.kind, shape.frames, shape.crop, shape.batch]
-            splits = 1 if plain_bn else shape.bn_splits
-            row += [splits, 1000 * seconds, spread, clips, flops[i]]
+            row = [variant.label(picked), shape.kind, shape.frames, shape.crop]
+            splits = 1 if variant.plain_bn else shape.bn_splits
+            row += [shape.batch, splits, 1000 * seconds, spread, clips, flops[i]]
             row += [3 * clips * flops[i], 100 * clips * flops[i] / base_rate]
             rows.append(row)
     return rows

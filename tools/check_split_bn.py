@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+r"""Checks and times sub-batch BN's Triton kernels on this machine's GPU.
+
+Check: for fp32, fp16 and bf16 inputs in both memory formats, the fused
+kernels (``slowfast/models/split_bn.py``) against the reference computation
+(``SubBatchNorm3d._forward_split_generic``, float32 statistics): outputs,
+input / weight / bias gradients and running statistics. Exits 1 when one
+differs by more than the dtype's tolerance.
+
+Timing (``--bench``): forward + backward of one BN layer at the layer shapes
+of an I3D R50's stem and res2-res5 (channels, frames, size), for each
+multigrid batch shape of the study config (clips per batch, BN splits):
+plain ``BatchNorm3d`` (one group), the fused split kernels, and the split
+path through native batch norm (the format round trip). CUDA events, median of
+``--iters`` after ``--warmup``.
+
+Example (on a GPU):
+    python tools/check_split_bn.py --bench
+"""
+
+import argparse
+import statistics
+import sys
+from typing import List, Optional
+
+import torch
+from torch import nn
+
+from slowfast.models.norm import SubBatchNorm3d
+from slowfast.models.split_bn import fused_split_ok
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+FORMATS = {
+    "contiguous": torch.contiguous_format,
+    "channels_last_3d": torch.channels_last_3d,
+}
+TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 6e-2}
+# (clips, BN splits, frames, crop) of the R50 study config's multigrid shapes.
+BATCHES = [(256, 32, 4, 68), (128, 16, 8, 68), (64, 8, 8, 96), (32, 4, 16, 96)]
+# (channels, frame divisor, spatial stride) of the layers, I3D R50.
+LAYERS = [(64, 1, 2), (256, 1, 4), (512, 1, 8), (1024, 1, 16), (2048, 1, 32)]
+
+
+def _pair(channels: int, splits: int, device: torch.device):
+    ref = SubBatchNorm3d(channels, num_splits=splits).to(device)
+    with torch.no_grad():
+        ref.weight.uniform_(0.5, 1.5)
+        ref.bias.uniform_(-1.0, 1.0)
+    new = SubBatchNorm3d(channels, num_splits=splits).to(device)
+    new.load_state_dict(ref.state_dict())
+    return ref, new
+
+
+def check(device: torch.device) -> bool:
+    """Compares the fused kernels with the reference computation."""
+    ok = True
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    for dname, dtype in DTYPES.items():
+        for fname, fmt in FORMATS.items():
+            for batch, splits, channels, size in [(16, 4, 64, 9), (12, 3, 200, 5)]:
+                shape = (batch, channels, 3, size, size)
+                x = torch.randn(shape, generator=gen) * 2 + 0.5
+                x = x.to(device, dtype).contiguous(memory_format=fmt)
+                ref, new = _pair(channels, splits, device)
+                xr = x.detach().float().requires_grad_()
+                xn = x.detach().clone().requires_grad_()
+                if not fused_split_ok(xn):
+                    print(f"{dname} {fname}: fused path not available")
+                    return False
+                y_ref = ref._forward_split_generic(xr)
+                y_new = new(xn)
+                grad = torch.randn(shape, generator=gen).to(device)
+                (y_ref * grad).sum().backward()
+                (y_new.float() * grad).sum().backward()
+                errors = {
+                    "y": (y_ref - y_new.float()).abs().max(),
+                    "dx": (xr.grad - xn.grad.float()).abs().max(),
+                    "dw": (ref.weight.grad - new.weight.grad).abs().max()
+                    / ref.weight.grad.abs().max(),
+                    "db": (ref.bias.grad - new.bias.grad).abs().max()
+                    / ref.bias.grad.abs().max(),
+                    "mean": (ref.running_mean - new.running_mean).abs().max(),
+                    "var": (ref.running_var - new.running_var).abs().max(),
+                }
+                same_format = y_new.is_contiguous(memory_format=fmt) and (
+                    xn.grad.is_contiguous(memory_format=fmt)
+                )
+                worst = max(float(v) for v in errors.values())
+                good = worst <= TOLERANCE[dname] * 4 and same_format
+                ok &= good
+                text = " ".join(f"{k} {float(v):.2e}" for k, v in errors.items())
+                print(
+                    f"{'ok  ' if good else 'FAIL'} {dname} {fname} {tuple(shape)} "
+                    f"k={splits}: {text}, layout kept: {same_format}"
+                )
+    return ok
+
+
+def _time(fn, warmup: int, iters: int) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def bench(device: torch.device, dtype: torch.dtype, warmup: int, iters: int) -> None:
+    """Prints forward + backward ms of plain, fused-split and native-split BN."""
+    print(f"\nBN layer forward + backward, {dtype}, ms (median of {iters}):")
+    print(
+        "format            clips x frames x crop  k  channels  size   plain  fused"
+        "  native  fused/plain"
+    )
+    ratios = []
+    for fname, fmt in FORMATS.items():
+        for clips, splits, frames, crop in BATCHES:
+            for channels, tdiv, stride in LAYERS:
+                size = max(1, -(-crop // stride))
+                shape = (clips, channels, frames // tdiv, size, size)
+                x = torch.randn(shape, device=device, dtype=dtype)
+                x = x.contiguous(memory_format=fmt).requires_grad_()
+                grad = torch.randn_like(x)
+                plain = nn.BatchNorm3d(channels).to(device)
+                split = SubBatchNorm3d(channels, num_splits=splits).to(device)
+
+                def run(layer, native=False, x=x, grad=grad):
+                    def fn():
+                        forward = layer._forward_split_native if native else layer
+                        forward(x).backward(grad)
+
+                    return fn
+
+                t_plain = _time(run(plain), warmup, iters)
+                t_fused = _time(run(split), warmup, iters)
+                t_native = _time(run(split, native=True), warmup, iters)
+                ratios.append(t_fused / t_plain)
+                print(
+                    f"{fname:17s} {clips:4d} x {frames:2d} x {crop:3d}        "
+                    f"{splits:2d}  {channels:8d}  {size:4d}  {t_plain:6.3f} "
+                    f"{t_fused:6.3f}  {t_native:6.3f}  {t_fused / t_plain:6.2f}"
+                )
+    print(
+        f"fused / plain: median {statistics.median(ratios):.2f}, "
+        f"range {min(ratios):.2f}-{max(ratios):.2f}"
+    )
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--bench", action="store_true", help="also time the layers")
+    parser.add_argument("--dtypes", default="fp16,bf16", help="for --bench")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=20)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("check_split_bn.py: no CUDA device; the kernels run on GPUs only")
+        return 2
+    device = torch.device("cuda", 0)
+    print(f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}")
+    ok = check(device)
+    if args.bench:
+        for name in args.dtypes.split(","):
+            bench(device, DTYPES[name.strip()], args.warmup, args.iters)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
