@@ -25,7 +25,12 @@ setup(
         "simplejpeg>=1.6",
     ],
     extras_require={
-        "dev": ["pytest>=7", "ruff", "submitit"],
+        "dev": [
+            "pytest>=7",
+            "ruff",
+            "submitit",
+            "triton>=3.0; platform_system == 'Linux' and platform_machine == 'x86_64'",
+        ],
         "slurm": ["submitit"],
     },
 )
