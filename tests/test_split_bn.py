@@ -1,10 +1,11 @@
 """The GPU kernels of sub-batch BN, run on CPU through Triton's interpreter.
 
 ``TRITON_INTERPRET=1`` (set by conftest.py) makes ``split_bn_kernels`` run its
-Triton kernels on CPU tensors; the fused path must give the reference
-computation's outputs, gradients and running statistics (clip ``i`` in split ``i % k``) in both
-memory formats, and keep the input's layout. The layer sends CPU batches to
-the native path (unchanged); the tests route them to the kernels.
+Triton kernels on CPU tensors. The fused path must give the reference
+computation's outputs, gradients and running statistics (clip ``i`` in split
+``i % k``) in both memory formats, and keep the input's layout. The layer
+sends CPU batches to the native path (unchanged); the tests route them to the
+kernels.
 """
 
 import copy

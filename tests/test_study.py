@@ -223,6 +223,39 @@ def test_aggregate_table_csv_and_eta():
     assert eta == pytest.approx(50 + 50 + 200)
 
 
+def test_shape_rows_compare_each_shape_with_its_flop_ideal():
+    from slowfast.multigrid.study_shapes import format_shapes, shape_rows
+
+    def run(arm, seed, rates, waits):
+        gflop = {"4x8x32": 4.0, "16x2x32": 1.0, "8x8x16": 1.0}
+        return {
+            "arm": arm, "budget": 1, "seed": seed, "clips_per_s": rates,
+            "data_wait_share_per_shape": waits, "gflop_per_clip": gflop,
+        }  # fmt: skip
+
+    results = [
+        run("baseline", 0, {"4x8x32": 90.0}, {"4x8x32": 0.02}),
+        run("baseline", 1, {"4x8x32": 110.0}, {"4x8x32": 0.04}),
+        run("long_short", 0, {"16x2x32": 200.0, "8x8x16": 500.0}, {}),
+    ]
+    rows = shape_rows(results)
+    assert [(r["arm"], r["shape"]) for r in rows] == [
+        ("baseline", "4x8x32"), ("long_short", "16x2x32"), ("long_short", "8x8x16"),
+    ]  # fmt: skip
+    assert rows[0]["clips_per_s"] == (100.0, 90.0, 110.0)
+    assert rows[0]["efficiency"] == pytest.approx(1.0)
+    # Ideal at 1 GFLOP/clip: 100 clips/s x 4 = 400 clips/s.
+    assert rows[1]["efficiency"] == pytest.approx(0.5)
+    assert rows[2]["efficiency"] == pytest.approx(1.25)
+    assert rows[0]["data_wait"] == pytest.approx((0.03, 0.02, 0.04))
+    assert rows[1]["data_wait"] is None
+    table = format_shapes(rows).splitlines()
+    assert (
+        table[2] == "| baseline | 1x | 4x8x32 | 2 | 100 (90-110) | 4.00 | 100 | 3.0 |"
+    )
+    assert table[3].endswith("| 200 (200-200) | 1.00 | 50 | - |")
+
+
 def test_config_differences_cover_the_run_and_its_test_only():
     planned = load_config([DEMO_MULTIGRID])
     stored = json.loads(json.dumps(planned))  # as config.yaml loads: plain dicts
@@ -341,6 +374,10 @@ def test_tiny_study_end_to_end_and_rerun_skips(
         ["| long_short", "1x"], ["| long_short", "1.5x"],
     ]  # fmt: skip
     assert (out / "plot.png").read_bytes()[:4] == b"\x89PNG"
+    shapes = (out / "shapes.md").read_text().splitlines()
+    base = [line for line in shapes if line.startswith("| baseline | 1x |")]
+    assert len(base) == 1 and base[0].split(" | ")[6] == "100"  # its own ideal
+    assert any(line.startswith("| long_short | 1x | ") for line in shapes)
     ckpts = sorted((out / "runs").glob("*_s0/checkpoints/*.pyth"))
     assert len(ckpts) == 4  # the last epoch only
     mtimes = [p.stat().st_mtime_ns for p in ckpts]

@@ -36,7 +36,8 @@ made with another config (an edited config file, other overrides, another
 data folder or test views) stops the study before any run, so that old and
 new results do not mix. A run folder without a result is moved aside to
 ``<name>.stale-<time>`` and run again. DIR (default: the config's OUTPUT_DIR +
-``_study``) gets ``runs.csv``, ``runs.json``, ``table.md`` and ``plot.png`` for
+``_study``) gets ``runs.csv``, ``runs.json``, ``table.md``, ``shapes.md`` (per-shape
+throughput against the FLOP-ideal and data wait) and ``plot.png`` for
 the runs of this command line. Exit status: 0, 1 when a run failed, 2 for a
 bad command line or config or a finished run made with another config (before
 any run starts).
@@ -61,6 +62,7 @@ from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid import study as st
 from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.multigrid.compute import model_gflops_fn, training_gflops
+from slowfast.multigrid.study_shapes import format_shapes, gflop_per_shape, shape_rows
 from slowfast.utils import checkpoint as cu
 from slowfast.utils import fingerprint as fp
 from slowfast.utils.distributed import procs_per_machine
@@ -247,6 +249,7 @@ def execute(p: PlannedRun) -> dict:
     result.update(epochs_planned=p.schedule.max_epoch, iterations_planned=p.iterations)
     result.update(stats, train_s=train_s, test_s=test_s, run_dir=p.run_dir)
     gflops_fn = model_gflops_fn(p.cfg)
+    result["gflop_per_clip"] = gflop_per_shape(stats["clips_per_shape"], gflops_fn)
     result["train_gflop"] = training_gflops(stats["clips_per_shape"], gflops_fn)
     result["args"] = p.args
     for key in ("epochs", "iterations"):
@@ -347,18 +350,28 @@ def plot_study(rows: list, path: str, multi_label: bool = False) -> None:
     fig.savefig(path, dpi=100)
 
 
-def write_outputs(out: str, results: list, multi_label: bool) -> str:
-    """Writes runs.csv, runs.json, table.md and plot.png.
+def write_outputs(
+    out: str, results: list, multi_label: bool, cfg: Optional[CfgNode] = None
+) -> str:
+    """Writes runs.csv, runs.json, table.md, shapes.md and plot.png.
 
     Args:
         out: the study folder.
         results: the finished runs' results.
         multi_label: report mAP instead of top-1 / top-5.
+        cfg: a run's config, to count the GFLOPs per clip of results made
+            before runs recorded them.
 
     Returns:
         str: the Markdown table.
     """
     os.makedirs(out, exist_ok=True)
+    missing = [r for r in results if "gflop_per_clip" not in r]
+    if missing and cfg is not None:
+        gflops_fn = model_gflops_fn(cfg)
+        for result in missing:
+            shapes = result.get("clips_per_s") or {}
+            result["gflop_per_clip"] = gflop_per_shape(shapes, gflops_fn)
     rows = st.aggregate(results, st.metric_key(multi_label))
     table = st.format_table(rows, multi_label)
     with open(os.path.join(out, "runs.csv"), "w") as f:
@@ -367,6 +380,8 @@ def write_outputs(out: str, results: list, multi_label: bool) -> str:
         json.dump(results, f, indent=1)
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(table)
+    with open(os.path.join(out, "shapes.md"), "w") as f:
+        f.write(format_shapes(shape_rows(results)))
     plot_study(rows, os.path.join(out, "plot.png"), multi_label)
     return table
 
@@ -431,8 +446,8 @@ def main(argv: Optional[list] = None) -> int:
         )
     finished = [results[p.run] for p in planned if p.run in results]
     if finished:
-        print(write_outputs(out, finished, multi_label))
-        print(f"written: {out}/runs.csv, runs.json, table.md, plot.png")
+        print(write_outputs(out, finished, multi_label, planned[0].cfg))
+        print(f"written: {out}/runs.csv, runs.json, table.md, shapes.md, plot.png")
     if failed:
         print(f"{len(failed)} run(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -17,6 +17,13 @@ Running statistics are updated with the mean of the split means and the total
 variance (mean of split variances plus variance of split means, made unbiased
 over all elements as BN does). At eval the layer is a plain ``BatchNorm3d``.
 
+A training forward with several splits takes one of three paths, with the
+same maths: on a GPU, Triton kernels that read either memory format in place
+(``split_bn.py``); elsewhere one native batch norm over ``k * C`` channels of
+a contiguous view (``_forward_split_native``); with a process group (or a
+single value per split) ``var_mean`` and elementwise ops, which the sync
+all-reduce needs (``_forward_split_generic``).
+
 A deep copy of the layer shares its process group; a pickled layer drops it.
 """
 
@@ -203,12 +210,6 @@ class SubBatchNorm3d(nn.BatchNorm3d):
         hold the split mean and unbiased variance). Same math as the generic
         path, up to float rounding; nothing here waits for the GPU.
 
-        Measured on a 2-core CPU (PyTorch 2.13), training step of the tiny
-        I3D demo model with 2 to 16 splits: 1.16-1.25x faster (1 thread).
-        On an H100 (PyTorch 2.11, fp16 autocast, I3D R50 at 16 x 96 px, batch
-        32, 4 splits), the generic path made the step 3.3x slower than plain
-        BN (118 ms against 36 ms), mostly from a GPU synchronisation per layer
-        that this path no longer has.
         """
         batch, channels = x.shape[0], x.shape[1]
         splits = self.num_splits

@@ -64,16 +64,21 @@ def _blocks(strides: Tuple[int, int, int], channels: int) -> Tuple[int, int]:
     return 256, min(8, _pow2(channels))
 
 
+@functools.lru_cache(maxsize=None)
+def _multiprocessors(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 1
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def _chunks(rows: int, block_r: int, programs: int, device: torch.device) -> int:
     """How many chunks of rows the reduction kernels split each split into."""
-    sms = 1
-    if device.type == "cuda":
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
+    sms = _multiprocessors(device)
     want = max(1, sms * _TARGET_PROGRAMS_PER_SM // programs)
-    return max(1, min(want, _MAX_CHUNKS, triton_cdiv(rows, block_r)))
+    return max(1, min(want, _MAX_CHUNKS, _cdiv(rows, block_r)))
 
 
-def triton_cdiv(a: int, b: int) -> int:
+def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
@@ -86,10 +91,10 @@ class _SplitBatchNorm(torch.autograd.Function):
         strides = _flat_strides(x)
         block_r, block_c = _blocks(strides, channels)
         rows = batch // splits * positions  # per split
-        c_blocks = triton_cdiv(channels, block_c)
+        c_blocks = _cdiv(channels, block_c)
         chunks = _chunks(rows, block_r, splits * c_blocks, x.device)
-        per_chunk = triton_cdiv(triton_cdiv(rows, chunks), block_r) * block_r
-        chunks = triton_cdiv(rows, per_chunk)
+        per_chunk = _cdiv(_cdiv(rows, chunks), block_r) * block_r
+        chunks = _cdiv(rows, per_chunk)
         f32 = dict(dtype=torch.float32, device=x.device)
         part = torch.empty((3, chunks, splits, channels), **f32)
         kern.split_stats[(chunks, splits, c_blocks)](
@@ -108,7 +113,7 @@ class _SplitBatchNorm(torch.autograd.Function):
         stats = torch.empty((4, splits, channels), **f32)
         track = running_mean is not None
         fin_c = min(64, _pow2(channels))
-        kern.split_finalize[(triton_cdiv(channels, fin_c),)](
+        kern.split_finalize[(_cdiv(channels, fin_c),)](
             part,
             weight,
             bias,
@@ -126,7 +131,7 @@ class _SplitBatchNorm(torch.autograd.Function):
         )
         y = torch.empty_like(x)
         all_rows = batch * positions
-        kern.split_apply[(triton_cdiv(all_rows, block_r), c_blocks)](
+        kern.split_apply[(_cdiv(all_rows, block_r), c_blocks)](
             x,
             y,
             stats,
@@ -157,10 +162,10 @@ class _SplitBatchNorm(torch.autograd.Function):
         strides, d_strides = _flat_strides(x), _flat_strides(dy)
         block_r, block_c = _blocks(strides, channels)
         rows = batch // splits * positions
-        c_blocks = triton_cdiv(channels, block_c)
+        c_blocks = _cdiv(channels, block_c)
         chunks = _chunks(rows, block_r, splits * c_blocks, x.device)
-        per_chunk = triton_cdiv(triton_cdiv(rows, chunks), block_r) * block_r
-        chunks = triton_cdiv(rows, per_chunk)
+        per_chunk = _cdiv(_cdiv(rows, chunks), block_r) * block_r
+        chunks = _cdiv(rows, per_chunk)
         f32 = dict(dtype=torch.float32, device=x.device)
         part = torch.empty((2, chunks, splits, channels), **f32)
         kern.split_grad_stats[(chunks, splits, c_blocks)](
@@ -183,7 +188,7 @@ class _SplitBatchNorm(torch.autograd.Function):
         dw = torch.empty_like(weight)
         db = torch.empty_like(weight)
         fin_c = min(64, _pow2(channels))
-        kern.split_grad_finalize[(triton_cdiv(channels, fin_c),)](
+        kern.split_grad_finalize[(_cdiv(channels, fin_c),)](
             part,
             dw,
             db,
@@ -197,7 +202,7 @@ class _SplitBatchNorm(torch.autograd.Function):
         )
         dx = torch.empty_like(x)
         all_rows = batch * positions
-        kern.split_grad_apply[(triton_cdiv(all_rows, block_r), c_blocks)](
+        kern.split_grad_apply[(_cdiv(all_rows, block_r), c_blocks)](
             x,
             dy,
             dx,
