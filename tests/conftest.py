@@ -12,6 +12,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE_DIR = os.path.join(os.path.dirname(REPO_ROOT), "shared", "reference")
+# The multigrid study's package (projects/multigrid/multigrid_study).
+sys.path.insert(0, os.path.join(REPO_ROOT, "projects", "multigrid"))
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from slowfast.checkpoint import caffe2
+from slowfast.checkpoint import io as cu
 from slowfast.config import load_config
 from slowfast.models import build_model
-from slowfast.utils import caffe2
-from slowfast.utils import checkpoint as cu
 
 from .conftest import REPO_ROOT
 
@@ -32,7 +32,7 @@ PARAM = {"weight": "w", "bias": "b"}
 
 def blob_name(key: str, last_block: dict):
     """The reference's Caffe2 blob name of one of our keys (the documented
-    table, written out independently of ``utils/caffe2.py``)."""
+    table, written out independently of ``checkpoint/caffe2.py``)."""
     module, param = key.rsplit(".", 1)
     patterns = [  # (our module, Caffe2 base name, conv or BN)
         (r"s1\.pathway(?P<p>\d)_stem\.conv", "{t}conv1", PARAM),
@@ -110,7 +110,7 @@ def _cfg(family, *opts):
 
 
 def _inputs(cfg, model):
-    from slowfast.utils.model_stats import pathway_inputs
+    from slowfast.models.model_stats import pathway_inputs
 
     torch.manual_seed(3)
     return pathway_inputs(cfg, 2, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE)

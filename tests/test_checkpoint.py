@@ -9,9 +9,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.inflate import inflate_weight
 from slowfast.config import get_cfg, load_config
-from slowfast.utils import checkpoint as cu
-from slowfast.utils.inflate import inflate_weight
 
 NUM_CLASSES = 5
 

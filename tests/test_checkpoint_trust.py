@@ -6,11 +6,11 @@ import shutil
 import pytest
 import torch
 
+from slowfast.checkpoint import io as cu
+from slowfast.checkpoint import save as cs
 from slowfast.config import load_config
 from slowfast.engine.resume import find_resume_checkpoint
 from slowfast.models import build_model
-from slowfast.utils import checkpoint as cu
-from slowfast.utils import checkpoint_save as cs
 
 from .conftest import REPO_ROOT
 
@@ -108,8 +108,8 @@ def test_a_full_disk_during_a_save_is_one_clear_line(tmp_path, monkeypatch):
 
 
 def test_preflight_refuses_another_runs_checkpoint_before_any_work(tmp_path):
-    from slowfast.utils.launcher import Layout
-    from slowfast.utils.preflight import PreflightError, check_resume
+    from slowfast.launch.launcher import Layout
+    from slowfast.launch.preflight import PreflightError, check_resume
 
     _save(_cfg(tmp_path, "SOLVER.MAX_EPOCH", "90"), 0)
     ours = _cfg(tmp_path)

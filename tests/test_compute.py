@@ -1,9 +1,9 @@
-"""Training compute of a run (slowfast/multigrid/compute.py)."""
+"""Training compute of a run (projects/multigrid/multigrid_study/compute.py)."""
 
 import pytest
+from multigrid_study.compute import model_gflops_fn, parse_shape, training_gflops
 
 from slowfast.config import load_config
-from slowfast.multigrid.compute import model_gflops_fn, parse_shape, training_gflops
 
 DEMO = "configs/Demo/Kinetics_I3D_tiny.yaml"
 

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from slowfast.config import ConfigError, load_config
-from slowfast.utils.parser import load_config_from_args, parse_args
+from slowfast.launch.parser import load_config_from_args, parse_args
 
 
 def _write(path, text: str) -> str:

@@ -8,6 +8,7 @@ import torch
 import torch.multiprocessing as mp
 
 from slowfast.config import load_config
+from slowfast.launch import spawn
 from slowfast.utils import distributed as du
 
 # Rows contributed by each rank to the uneven gather.
@@ -77,21 +78,21 @@ def test_single_process_fallbacks():
 
 
 def test_rank_layout():
-    assert [du.global_rank(1, 4, r) for r in range(4)] == [4, 5, 6, 7]
+    assert [spawn.global_rank(1, 4, r) for r in range(4)] == [4, 5, 6, 7]
     cfg = load_config([], ["NUM_GPUS", "0", "NUM_CPU_PROCS", "3"])
     assert du.procs_per_machine(cfg) == 3
     assert du.procs_per_machine(load_config([], ["NUM_GPUS", "2"])) == 2
 
 
 def test_launch_single_process_runs_in_process(tmp_path):
-    du.launch_job(_cpu_cfg(tmp_path, 1), "tcp://localhost:1", _single_job)
+    spawn.launch_job(_cpu_cfg(tmp_path, 1), "tcp://localhost:1", _single_job)
     assert (tmp_path / "single.txt").read_text() == "0 1"
 
 
 def test_two_process_cpu_launch(tmp_path):
     cfg = _cpu_cfg(tmp_path, 2)
     init = f"file://{tmp_path / 'rendezvous'}"
-    du.launch_job(cfg, init, _collectives_job)
+    spawn.launch_job(cfg, init, _collectives_job)
     expected_varlen = torch.cat(
         [
             torch.arange(ROWS[r] * 2, dtype=torch.float32).view(-1, 2) + 100 * r
@@ -115,6 +116,6 @@ def test_child_error_propagates_with_traceback(tmp_path):
     cfg = _cpu_cfg(tmp_path, 2)
     init = f"file://{tmp_path / 'rendezvous'}"
     with pytest.raises(mp.ProcessRaisedException) as err:
-        du.launch_job(cfg, init, _failing_job)
+        spawn.launch_job(cfg, init, _failing_job)
     assert "ValueError: rank 1 failed on purpose" in str(err.value)
     assert "_failing_job" in str(err.value)

@@ -7,10 +7,10 @@ import os
 import pytest
 import torch
 
+from slowfast.checkpoint import io as cu
 from slowfast.engine import trainer as trainer_module
 from slowfast.engine.loop import HookBase
 from slowfast.models import build_model
-from slowfast.utils import checkpoint as cu
 
 from .test_train_net import DEMO, _cfg, _opts
 

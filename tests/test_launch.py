@@ -10,9 +10,9 @@ import time
 import pytest
 import torch
 
+from slowfast.checkpoint import io as cu
 from slowfast.config import load_config
-from slowfast.utils import checkpoint as cu
-from slowfast.utils.launcher import (
+from slowfast.launch.launcher import (
     LaunchError,
     apply_layout,
     describe_layout,

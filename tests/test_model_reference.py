@@ -24,7 +24,7 @@ import torch
 
 from slowfast.config import load_config
 from slowfast.models import build_model
-from slowfast.utils.model_stats import gflops, params_count
+from slowfast.models.model_stats import gflops, params_count
 
 # Parameter counts and GFLOPs of one test view of the reference models
 # (as in tests/data/reference/model_reference.json; a test checks they agree).

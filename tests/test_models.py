@@ -14,7 +14,7 @@ from torch import nn
 from slowfast.config import get_cfg, load_config
 from slowfast.models import MODEL_REGISTRY, build_model
 from slowfast.models.arch import block_temporal_kernels
-from slowfast.utils.model_stats import (
+from slowfast.models.model_stats import (
     gflops,
     log_model_info,
     network_stride,
@@ -253,7 +253,7 @@ def test_model_stats_helpers(caplog):
     assert params_count(model) == sum(p.numel() for p in model.parameters())
     flops = gflops(model, cfg, 4, 32)
     assert 0 < flops < 1 and model.training
-    with caplog.at_level(logging.INFO, logger="slowfast.utils.model_stats"):
+    with caplog.at_level(logging.INFO, logger="slowfast.models.model_stats"):
         log_model_info(model, cfg)
     assert "Params" in caplog.text and "FLOPs" in caplog.text
 

@@ -8,6 +8,7 @@ import signal
 import pytest
 import torch
 
+from slowfast.checkpoint import io as cu
 from slowfast.config import load_config
 from slowfast.config.derived import parse_signals
 from slowfast.engine import trainer as trainer_module
@@ -18,7 +19,6 @@ from slowfast.engine.preemption import (
     PreemptionHook,
     StopSignals,
 )
-from slowfast.utils import checkpoint as cu
 from slowfast.utils.distributed import RunContext
 
 from .conftest import REPO_ROOT

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from slowfast.config import load_config
-from slowfast.utils import preflight as pf
-from slowfast.utils.launcher import Layout
-from slowfast.utils.run_lock import (
+from slowfast.launch import preflight as pf
+from slowfast.launch.launcher import Layout
+from slowfast.launch.run_lock import (
     LOCK_NAME,
     RunLock,
     RunLockError,

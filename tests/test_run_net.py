@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
+from slowfast.launch.parser import parse_args
 from slowfast.utils.logging import format_json_stats, log_json_stats, setup_logging
-from slowfast.utils.parser import parse_args
 from tests.tool_utils import REPO_ROOT, load_tool, tool_path
 
 RUN_NET = tool_path("run_net.py")

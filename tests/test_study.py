@@ -7,11 +7,12 @@ import os
 import sys
 
 import pytest
+from multigrid_study import plan as sp
+from multigrid_study import results as sr
 
 from slowfast.config import load_config
 from slowfast.datasets.demo import make_demo_data
 from slowfast.engine.meters import TrainMeter, data_wait_text
-from slowfast.multigrid import study as st
 
 from .conftest import REPO_ROOT
 
@@ -22,7 +23,7 @@ STUDY_PATH = os.path.join(REPO_ROOT, "projects", "multigrid", "study.py")
 
 
 def _study_module():
-    spec = importlib.util.spec_from_file_location("multigrid_study", STUDY_PATH)
+    spec = importlib.util.spec_from_file_location("multigrid_study_cli", STUDY_PATH)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass looks its module up
     spec.loader.exec_module(module)
@@ -58,26 +59,26 @@ def test_meter_counts_iterations_clips_and_time_per_shape():
 
 
 def test_scale_steps_rounds_and_stays_increasing():
-    assert st.scale_steps([0, 24, 34], 0.5) == [0, 12, 17]
-    assert st.scale_steps([0, 24, 34], 2) == [0, 48, 68]
-    assert st.scale_steps([0, 5, 7], 0.5) == [0, 3, 4]  # 2.5 and 3.5 round up
-    assert st.scale_steps([0, 1, 2], 0.4) == [0, 1, 2]  # 0.4 -> 0 -> 1, 0.8 -> 2
-    assert st.scale_steps([0, 12.5], 1) == [0, 12.5]
+    assert sp.scale_steps([0, 24, 34], 0.5) == [0, 12, 17]
+    assert sp.scale_steps([0, 24, 34], 2) == [0, 48, 68]
+    assert sp.scale_steps([0, 5, 7], 0.5) == [0, 3, 4]  # 2.5 and 3.5 round up
+    assert sp.scale_steps([0, 1, 2], 0.4) == [0, 1, 2]  # 0.4 -> 0 -> 1, 0.8 -> 2
+    assert sp.scale_steps([0, 12.5], 1) == [0, 12.5]
 
 
 def test_budget_overrides():
     forty = ["SOLVER.MAX_EPOCH", "40", "SOLVER.STEPS", "[0, 24, 34]"]
     cfg = load_config([DEMO_MULTIGRID], forty)
-    assert st.budget_overrides(cfg.SOLVER, 0.5) == [
+    assert sp.budget_overrides(cfg.SOLVER, 0.5) == [
         "SOLVER.MAX_EPOCH", "20", "SOLVER.STEPS", "[0, 12, 17]",
     ]  # fmt: skip
-    assert st.budget_overrides(cfg.SOLVER, 1.5)[:2] == ["SOLVER.MAX_EPOCH", "60"]
+    assert sp.budget_overrides(cfg.SOLVER, 1.5)[:2] == ["SOLVER.MAX_EPOCH", "60"]
     with pytest.raises(ValueError, match="do not fit in 2 epochs"):
-        st.budget_overrides(cfg.SOLVER, 0.05)
+        sp.budget_overrides(cfg.SOLVER, 0.05)
     cosine = load_config([], ["SOLVER.LR_POLICY", "cosine", "SOLVER.MAX_EPOCH", "5"])
-    assert st.budget_overrides(cosine.SOLVER, 0.5) == ["SOLVER.MAX_EPOCH", "3"]
+    assert sp.budget_overrides(cosine.SOLVER, 0.5) == ["SOLVER.MAX_EPOCH", "3"]
     with pytest.raises(ValueError, match="rounds to 0 epochs"):
-        st.budget_overrides(cosine.SOLVER, 0.05)
+        sp.budget_overrides(cosine.SOLVER, 0.05)
 
 
 @pytest.mark.parametrize("budget", [0.5, 2.0])
@@ -88,44 +89,44 @@ def test_arms_differ_only_in_multigrid_keys(budget):
         arm: _flat(
             load_config(
                 [DEMO_MULTIGRID],
-                st.run_overrides(st.Run(arm, budget, 3), base.SOLVER, run_dir),
+                sp.run_overrides(sp.Run(arm, budget, 3), base.SOLVER, run_dir),
             )
         )
-        for arm in st.ARMS
+        for arm in sp.ARMS
     }
     ref = cfgs["baseline"]
     assert ref["SOLVER.MAX_EPOCH"] == round(budget * base.SOLVER.MAX_EPOCH)
     assert ref["SOLVER.WARMUP_EPOCHS"] == base.SOLVER.WARMUP_EPOCHS
     assert ref["RNG_SEED"] == 3 and ref["TRAIN.EVAL_PERIOD"] == 0
-    assert ref["TRAIN.CHECKPOINT_PERIOD"] == st.LAST_EPOCH_ONLY
+    assert ref["TRAIN.CHECKPOINT_PERIOD"] == sp.LAST_EPOCH_ONLY
     assert ref["BN.NORM_TYPE"] == base.BN.NORM_TYPE
     for arm, flat in cfgs.items():
         changed = {key for key in flat if flat[key] != ref[key]}
         assert changed <= {"MULTIGRID.LONG_CYCLE", "MULTIGRID.SHORT_CYCLE"}, arm
         assert (flat["MULTIGRID.LONG_CYCLE"], flat["MULTIGRID.SHORT_CYCLE"]) == (
-            st.ARMS[arm]
+            sp.ARMS[arm]
         )
-    kept = st.run_overrides(st.Run("long", 1.0, 0), base.SOLVER, run_dir, True)
+    kept = sp.run_overrides(sp.Run("long", 1.0, 0), base.SOLVER, run_dir, True)
     assert "TRAIN.EVAL_PERIOD" not in kept and "TRAIN.CHECKPOINT_PERIOD" not in kept
 
 
 def test_parse_lists_and_plan_order():
-    assert st.parse_arms("long_short, baseline,long_short") == [
+    assert sp.parse_arms("long_short, baseline,long_short") == [
         "long_short",
         "baseline",
     ]
-    assert st.parse_budgets("0.5,1,2,1.0") == [0.5, 1.0, 2.0]
-    assert st.parse_seeds("0,1") == [0, 1]
+    assert sp.parse_budgets("0.5,1,2,1.0") == [0.5, 1.0, 2.0]
+    assert sp.parse_seeds("0,1") == [0, 1]
     for parse, text, match in [
-        (st.parse_arms, "baseline,fast", "unknown arm 'fast'"),
-        (st.parse_budgets, "1,x", "'x' is not a number"),
-        (st.parse_budgets, "0", "must be a number > 0"),
-        (st.parse_seeds, "0,a", "--seeds"),
-        (st.parse_arms, ",", "empty"),
+        (sp.parse_arms, "baseline,fast", "unknown arm 'fast'"),
+        (sp.parse_budgets, "1,x", "'x' is not a number"),
+        (sp.parse_budgets, "0", "must be a number > 0"),
+        (sp.parse_seeds, "0,a", "--seeds"),
+        (sp.parse_arms, ",", "empty"),
     ]:
         with pytest.raises(ValueError, match=match):
             parse(text)
-    runs = st.plan_runs(["baseline", "long"], [1.0, 2.0], [0, 1])
+    runs = sp.plan_runs(["baseline", "long"], [1.0, 2.0], [0, 1])
     assert [r.name for r in runs[:3]] == [
         "baseline_b1_s0",
         "long_b1_s0",
@@ -152,7 +153,7 @@ def test_parse_stats_from_a_synthetic_log():
         _line(_type="val_epoch", epoch="2/2", top1_err=20.0, top5_err=5.0),
         _line(_type="test_final", top1_err=25.0, top5_err=2.5, num_videos=5),
     ]  # fmt: skip
-    result = st.parse_stats(lines)
+    result = sr.parse_stats(lines)
     assert result["epochs"] == 2 and result["iterations"] == 6
     assert result["epoch_time_s"] == 10.0 and result["data_wait_share"] == 0.1
     assert result["clips_per_s"] == {"16x2x45": 20.0, "4x8x64": 4.0}
@@ -165,8 +166,8 @@ def test_parse_stats_from_a_synthetic_log():
     # A resume from epoch 1's checkpoint replays epoch 2: counted once.
     resume = _line(_type="resume", epoch=1, checkpoint="c1")
     replayed = lines[:5] + [resume] + lines[4:]  # epoch 2's line twice
-    assert st.parse_stats(replayed) == result
-    charades = st.parse_stats([_line(_type="test_final", map=0.25)])
+    assert sr.parse_stats(replayed) == result
+    charades = sr.parse_stats([_line(_type="test_final", map=0.25)])
     assert charades["test_map"] == 25.0 and charades["test_top1"] is None
     assert charades["epochs"] == 0 and charades["iterations"] is None
 
@@ -188,7 +189,7 @@ def test_aggregate_table_csv_and_eta():
         _result("long_short", 1.0, 0, 50.0, 70.0, iterations=25, gflop=100.0),
         _result("long_short", 2.0, 0, 100.0, 85.0, iterations=50),
     ]
-    rows = st.aggregate(results, st.metric_key(False))
+    rows = sr.aggregate(results, sr.metric_key(False))
     assert [(r["arm"], r["budget"], r["n"]) for r in rows] == [
         ("baseline", 1.0, 2), ("long_short", 1.0, 1), ("long_short", 2.0, 1),
     ]  # fmt: skip
@@ -197,7 +198,7 @@ def test_aggregate_table_csv_and_eta():
     assert rows[0]["speedup_time"] == 1.0
     assert rows[1]["speedup_time"] == 2.2 and rows[1]["speedup_iters"] == 4.0
     assert rows[1]["speedup_compute"] == 3.0 and rows[2]["speedup_compute"] is None
-    table = st.format_table(rows).splitlines()
+    table = sr.format_table(rows).splitlines()
     assert table[0].startswith("| arm | budget | n | epochs | iterations |")
     assert table[2] == (
         "| baseline | 1x | 2 | 4 | 100 | 110.0 (100.0-120.0) | 1.00x | 1.00x | 1.00x "
@@ -209,22 +210,22 @@ def test_aggregate_table_csv_and_eta():
     assert table[4].startswith(
         "| long_short | 2x | 1 | 4 | 50 | 100.0 | 1.10x | 2.00x | - |"
     )
-    no_ref = st.aggregate(results[2:], "test_top1")
+    no_ref = sr.aggregate(results[2:], "test_top1")
     assert no_ref[0]["speedup_time"] is None
-    assert "| - | - | - |" in st.format_table(no_ref)
-    rows_csv = list(csv.DictReader(st.format_csv(results).splitlines()))
+    assert "| - | - | - |" in sr.format_table(no_ref)
+    rows_csv = list(csv.DictReader(sr.format_csv(results).splitlines()))
     assert len(rows_csv) == 4 and rows_csv[2]["arm"] == "long_short"
     assert json.loads(rows_csv[0]["clips_per_s"]) == {"2x8x64": 10.0}
 
-    assert st.estimate_eta([], [("baseline", 1.0)]) is None
+    assert sr.estimate_eta([], [("baseline", 1.0)]) is None
     done = [("baseline", 1.0, 100.0), ("long_short", 2.0, 100.0)]
     # baseline: 100 s per budget unit; long_short 50; unseen arms: 200/3.
-    eta = st.estimate_eta(done, [("baseline", 0.5), ("long_short", 1.0), ("long", 3.0)])
+    eta = sr.estimate_eta(done, [("baseline", 0.5), ("long_short", 1.0), ("long", 3.0)])
     assert eta == pytest.approx(50 + 50 + 200)
 
 
 def test_shape_rows_compare_each_shape_with_its_flop_ideal():
-    from slowfast.multigrid.study_shapes import format_shapes, shape_rows
+    from multigrid_study.shapes import format_shapes, shape_rows
 
     def run(arm, seed, rates, waits):
         gflop = {"4x8x32": 4.0, "16x2x32": 1.0, "8x8x16": 1.0}
@@ -259,16 +260,16 @@ def test_shape_rows_compare_each_shape_with_its_flop_ideal():
 def test_config_differences_cover_the_run_and_its_test_only():
     planned = load_config([DEMO_MULTIGRID])
     stored = json.loads(json.dumps(planned))  # as config.yaml loads: plain dicts
-    assert st.config_differences(planned, stored) == []
+    assert sp.config_differences(planned, stored) == []
     stored["TEST"]["BATCH_SIZE"] = 3  # the test's own
     stored["TEST"]["ENABLE"] = not planned.TEST.ENABLE
     stored["OUTPUT_DIR"] = "another/folder"
     stored["TRAIN"]["EVAL_PERIOD"] = 3
-    assert st.config_differences(planned, stored) == []
+    assert sp.config_differences(planned, stored) == []
     stored["RESNET"]["SPATIAL_STRIDES"] = [[1], [2], [2], [2]]
     stored["TEST"]["NUM_SPATIAL_CROPS"] = 1
     stored["DATA"]["PATH_TO_DATA_DIR"] = "other/data"
-    keys = [key for key, _, _ in st.config_differences(planned, stored)]
+    keys = [key for key, _, _ in sp.config_differences(planned, stored)]
     assert sorted(keys) == [
         "DATA.PATH_TO_DATA_DIR", "RESNET.SPATIAL_STRIDES", "TEST.NUM_SPATIAL_CROPS"
     ]  # fmt: skip

@@ -11,11 +11,11 @@ import time
 import pytest
 import torch
 
+from slowfast.checkpoint import io as cu
 from slowfast.config import load_config
 from slowfast.engine import trainer as trainer_module
 from slowfast.engine.tester import test as run_test
 from slowfast.engine.trainer import train
-from slowfast.utils import checkpoint as cu
 
 from .conftest import REPO_ROOT
 

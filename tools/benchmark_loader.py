@@ -11,7 +11,7 @@ workers a sample of items is also timed in-process, split into decode and
 transform. ``--model`` adds the model's forward+backward+SGD throughput per
 shape, alone and fed by the loader (loader workers and model share the CPU);
 alone, with its FLOP rate and efficiency relative to the base shape (see
-``slowfast/utils/benchmark.py``). ``--model-only`` times the model alone, on
+``slowfast/engine/benchmark.py``). ``--model-only`` times the model alone, on
 synthetic batches: no data needed. The model runs where the trainer runs it
 (GPU 0 when NUM_GPUS > 0, with TRAIN.MIXED_PRECISION as in training); ``--bn
 sub,plain`` compares multigrid's sub-batch BN with one BN group per batch.
@@ -52,7 +52,7 @@ from slowfast.datasets.timing import (
     time_stages,
     torch_threads,
 )
-from slowfast.utils.benchmark import (
+from slowfast.engine.benchmark import (
     MEMORY_FORMATS,
     MODEL_HEADERS,
     PRECISIONS,

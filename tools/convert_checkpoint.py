@@ -6,7 +6,7 @@ Usage:
         --pkl SLOWFAST_8x8_R50.pkl --out SLOWFAST_8x8_R50.pyth [KEY VALUE ...]
 
 The model of the config is built and filled from the .pkl as
-``TRAIN.CHECKPOINT_TYPE caffe2`` fills it (``slowfast/utils/caffe2.py``); the
+``TRAIN.CHECKPOINT_TYPE caffe2`` fills it (``slowfast/checkpoint/caffe2.py``); the
 .pyth holds its weights (epoch -1: a run initialised from it starts at epoch
 0) and loads with ``TRAIN.CHECKPOINT_FILE_PATH`` and the default
 ``CHECKPOINT_TYPE pytorch``.
@@ -18,7 +18,7 @@ import sys
 from typing import List, Optional
 
 from slowfast.config import ConfigError, load_config
-from slowfast.utils.parser import reject_options_among_overrides
+from slowfast.launch.parser import reject_options_among_overrides
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -44,8 +44,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from slowfast.checkpoint import io as cu
     from slowfast.models import build_model
-    from slowfast.utils import checkpoint as cu
 
     model = build_model(cfg)
     try:

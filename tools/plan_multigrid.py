@@ -93,7 +93,7 @@ def clip_gflops(cfg) -> float:
         float: GFLOPs of one clip of DATA.NUM_FRAMES x TRAIN_CROP_SIZE^2.
     """
     from slowfast.models import build_model
-    from slowfast.utils.model_stats import gflops
+    from slowfast.models.model_stats import gflops
 
     model = build_model(cfg)
     return gflops(model, cfg, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE)

@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """Runs a job from a config: ``python tools/run_net.py --cfg FILE [KEY VALUE ...]``.
 
-Arguments follow the reference (see ``slowfast.utils.parser``). A bad config
+Arguments follow the reference (see ``slowfast.launch.parser``). A bad config
 is reported as one ``error: ...`` line on stderr with exit status 2.
 
 The job trains when TRAIN.ENABLE, then tests when TEST.ENABLE. How it was
-started decides who runs them (``slowfast.utils.launcher``): plain spawns
+started decides who runs them (``slowfast.launch.launcher``): plain spawns
 NUM_GPUS processes per machine (NUM_CPU_PROCS when NUM_GPUS is 0); under
 torchrun or srun every process is one rank and runs them itself. With neither
 stage enabled it logs the model's parameters and FLOPs.
 
-Before any model is built or process spawned, ``utils/preflight.py`` checks
+Before any model is built or process spawned, ``launch/preflight.py`` checks
 the devices, the batch, the data files and OUTPUT_DIR, and the job's first
-process takes OUTPUT_DIR's lock (``utils/run_lock.py``: one run per folder).
+process takes OUTPUT_DIR's lock (``launch/run_lock.py``: one run per folder).
 
 Exit status: 0 done, 1 a process failed (one line names it and its log), the
 data or OUTPUT_DIR is unusable or in use by another run, 2 bad config, launch
@@ -29,17 +29,17 @@ from typing import Optional, Sequence
 from fvcore.common.config import CfgNode
 
 from slowfast.config import ConfigError
-from slowfast.utils.launcher import (
+from slowfast.launch.launcher import (
     LaunchError,
     Layout,
     apply_layout,
     describe_layout,
     detect_layout,
 )
+from slowfast.launch.parser import load_config_from_args, parse_args
+from slowfast.launch.preflight import PreflightError, preflight
+from slowfast.launch.run_lock import RunLock, RunLockError, remove_stale_temp_files
 from slowfast.utils.logging import process_log_path, setup_logging
-from slowfast.utils.parser import load_config_from_args, parse_args
-from slowfast.utils.preflight import PreflightError, preflight
-from slowfast.utils.run_lock import RunLock, RunLockError, remove_stale_temp_files
 
 logger = logging.getLogger("slowfast.tools.run_net")
 
@@ -61,7 +61,7 @@ def model_info(cfg: CfgNode) -> None:
     # Imported here so that --help and config errors answer without the
     # model code (and torch) being loaded.
     from slowfast.models import build_model
-    from slowfast.utils.model_stats import log_model_info
+    from slowfast.models.model_stats import log_model_info
 
     model = build_model(cfg)
     if cfg.LOG_MODEL_INFO:
@@ -75,7 +75,7 @@ def _last_error_line(text: str) -> str:
 
 def _newest_mid_epoch(output_dir: str) -> str:
     """The mid-epoch checkpoint written last (what a stopped run saved)."""
-    from slowfast.utils import checkpoint as cu
+    from slowfast.checkpoint import io as cu
 
     mid = [p for p in cu.list_checkpoints(output_dir) if cu.is_mid_epoch_checkpoint(p)]
     return max(mid, key=os.path.getmtime) if mid else "none found"
@@ -85,13 +85,13 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
     """Runs the enabled stages on this layout; returns the exit status."""
     import torch.multiprocessing as mp
 
+    from slowfast.checkpoint import io as cu
     from slowfast.config.derived import stop_signals
     from slowfast.datasets.lists import DataError
     from slowfast.engine.preemption import EXIT_PREEMPTED, Preempted, signal_name
     from slowfast.engine.tester import test
     from slowfast.engine.trainer import train
-    from slowfast.utils import checkpoint as cu
-    from slowfast.utils.distributed import launch_job, run_in_group
+    from slowfast.launch.spawn import launch_job, run_in_group
 
     # Errors in the data or checkpoints: one line, the traceback in the log.
     USER_ERRORS = (cu.CheckpointError, DataError)

@@ -10,7 +10,7 @@ Usage:
         [KEY VALUE ...]
 
 The job runs ``tools/run_net.py``'s stages in every task (see
-``slowfast/utils/submitit_job.py``). SLURM sends SIGUSR2 ``--signal-delay-s``
+``slowfast/launch/submitit_job.py``). SLURM sends SIGUSR2 ``--signal-delay-s``
 seconds before the time limit (and on preemption, where the cluster sends
 it): the run saves a mid-epoch checkpoint and submitit requeues the job, which
 resumes from it. Job logs go to ``OUTPUT_DIR/slurm/`` unless ``--job-dir``.
@@ -29,7 +29,7 @@ from typing import List, Optional
 
 from slowfast.config import ConfigError, load_config
 from slowfast.config.derived import global_batch_size, lr_scale
-from slowfast.utils.parser import reject_options_among_overrides
+from slowfast.launch.parser import reject_options_among_overrides
 
 
 def _minutes(text: str) -> int:
@@ -168,7 +168,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print("\nsbatch script (dry run, nothing submitted):\n")
             print(sbatch_preview(params, os.path.join(job_dir, "%j")))
         return 0
-    from slowfast.utils.submitit_job import SubmititJob
+    from slowfast.launch.submitit_job import SubmititJob
 
     executor = submitit.AutoExecutor(
         folder=os.path.join(job_dir, "%j"), cluster=args.executor

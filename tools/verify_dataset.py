@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence
 
 from slowfast.config import ConfigError, load_config
 from slowfast.datasets.verify import SplitReport, default_splits, verify_split
-from slowfast.utils.parser import reject_options_among_overrides
+from slowfast.launch.parser import reject_options_among_overrides
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

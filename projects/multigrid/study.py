@@ -57,17 +57,31 @@ from typing import Optional
 
 from fvcore.common.config import CfgNode
 
+from slowfast.checkpoint import fingerprint as fp
+from slowfast.checkpoint import io as cu
 from slowfast.config import load_config
+from slowfast.launch.parser import load_config_from_args
+from slowfast.launch.parser import parse_args as parse_run_args
 from slowfast.multigrid import MultigridSchedule
-from slowfast.multigrid import study as st
 from slowfast.multigrid.checks import check_epochs_have_iterations
-from slowfast.multigrid.compute import model_gflops_fn, training_gflops
-from slowfast.multigrid.study_shapes import format_shapes, gflop_per_shape, shape_rows
-from slowfast.utils import checkpoint as cu
-from slowfast.utils import fingerprint as fp
 from slowfast.utils.distributed import procs_per_machine
-from slowfast.utils.parser import load_config_from_args
-from slowfast.utils.parser import parse_args as parse_run_args
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from multigrid_study.compute import model_gflops_fn, training_gflops  # noqa: E402
+from multigrid_study.outputs import write_outputs  # noqa: E402
+from multigrid_study.plan import (  # noqa: E402
+    ARMS,
+    RESULT_FILE,
+    Run,
+    config_differences,
+    parse_arms,
+    parse_budgets,
+    parse_seeds,
+    plan_runs,
+    run_overrides,
+)
+from multigrid_study.results import estimate_eta, metric_key, parse_stats  # noqa: E402
+from multigrid_study.shapes import gflop_per_shape  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
@@ -95,7 +109,7 @@ class PlannedRun:
         iterations: planned training iterations (None in a dry run).
     """
 
-    run: st.Run
+    run: Run
     run_dir: str
     args: list
     cfg: CfgNode
@@ -105,7 +119,7 @@ class PlannedRun:
     @property
     def result_path(self) -> str:
         """Its ``study_result.json``; a run that has one is finished."""
-        return os.path.join(self.run_dir, st.RESULT_FILE)
+        return os.path.join(self.run_dir, RESULT_FILE)
 
     @property
     def checkpoint(self) -> str:
@@ -143,7 +157,7 @@ def parse_args(argv: Optional[list] = None) -> tuple:
     )
     add = parser.add_argument
     add("--cfg", action="append", default=[], metavar="FILE", help="config file")
-    add("--arms", default=",".join(st.ARMS), help="comma-separated (%(default)s)")
+    add("--arms", default=",".join(ARMS), help="comma-separated (%(default)s)")
     add("--budgets", default="0.5,1,2", help="x SOLVER.MAX_EPOCH (%(default)s)")
     add("--seeds", default="0", help="RNG_SEED values (%(default)s)")
     add("--out", default="", help="study folder (default: OUTPUT_DIR_study)")
@@ -170,10 +184,10 @@ def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
     if base.NUM_SHARDS > 1:
         raise ValueError("NUM_SHARDS > 1: the study runs every run on this machine")
     out = args.out or os.path.normpath(base.OUTPUT_DIR) + "_study"
-    runs = st.plan_runs(
-        st.parse_arms(args.arms),
-        st.parse_budgets(args.budgets),
-        st.parse_seeds(args.seeds),
+    runs = plan_runs(
+        parse_arms(args.arms),
+        parse_budgets(args.budgets),
+        parse_seeds(args.seeds),
     )
     common = [token for path in run_args.cfg_files for token in ("--cfg", path)]
     if run_args.init_method != DEFAULT_INIT_METHOD:
@@ -181,7 +195,7 @@ def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
     planned = []
     for run in runs:
         run_dir = os.path.join(out, "runs", run.name)
-        opts = run_args.opts + st.run_overrides(
+        opts = run_args.opts + run_overrides(
             run, base.SOLVER, run_dir, args.keep_periods
         )
         cfg = load_config(run_args.cfg_files, opts)
@@ -225,7 +239,7 @@ def execute(p: PlannedRun) -> dict:
     Returns:
         dict: the result (``study_result.json``): the ``parse_stats`` fields,
         planned epochs and iterations, wall-clocks, training compute
-        (``train_gflop``, see ``slowfast.multigrid.compute``), folder and
+        (``train_gflop``, see ``multigrid_study.compute``), folder and
         arguments.
 
     Raises:
@@ -244,7 +258,7 @@ def execute(p: PlannedRun) -> dict:
     test_cmd = p.command(testing_overrides(p.checkpoint))
     test_s = _timed(test_cmd, os.path.join(p.run_dir, "study_test.out"))
     with open(os.path.join(p.run_dir, "json_stats.log")) as f:
-        stats = st.parse_stats(f)
+        stats = parse_stats(f)
     result = {"arm": p.run.arm, "budget": p.run.budget, "seed": p.run.seed}
     result.update(epochs_planned=p.schedule.max_epoch, iterations_planned=p.iterations)
     result.update(stats, train_s=train_s, test_s=test_s, run_dir=p.run_dir)
@@ -288,7 +302,7 @@ def load_finished(planned: list) -> dict:
                 "move the folder away or pass another --out"
             )
         with open(saved) as f:
-            diffs = st.config_differences(p.cfg, fp.cfg_from_dump(f.read()))
+            diffs = config_differences(p.cfg, fp.cfg_from_dump(f.read()))
         if diffs:
             raise ValueError(
                 f"{p.run_dir} was made with another config "
@@ -305,85 +319,6 @@ def _clock(seconds: Optional[float]) -> str:
         return "ETA unknown"
     seconds = int(seconds)
     return f"ETA {seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-def plot_study(rows: list, path: str, multi_label: bool = False) -> None:
-    """Test accuracy against training wall-clock, one line per arm (PNG).
-
-    Each point is labelled with its budget; error bars span min-max over seeds.
-
-    Args:
-        rows: ``aggregate`` rows.
-        path: output image file.
-        multi_label: the accuracy is mAP (else top-1).
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 4.8))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    for arm in dict.fromkeys(row["arm"] for row in rows):
-        points = sorted(
-            (r for r in rows if r["arm"] == arm and r["train_s"] and r["metric"]),
-            key=lambda r: r["budget"],
-        )
-        if not points:
-            continue
-        xs = [r["train_s"][0] for r in points]
-        ys = [r["metric"][0] for r in points]
-        xerr = [[x - r["train_s"][1] for x, r in zip(xs, points)]]
-        xerr.append([r["train_s"][2] - x for x, r in zip(xs, points)])
-        yerr = [[y - r["metric"][1] for y, r in zip(ys, points)]]
-        yerr.append([r["metric"][2] - y for y, r in zip(ys, points)])
-        ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, marker="o", capsize=3, label=arm)
-        for x, y, r in zip(xs, ys, points):
-            label = f"{r['budget']:g}x"
-            ax.annotate(label, (x, y), xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel("training wall-clock (s)")
-    ax.set_ylabel("test mAP (%)" if multi_label else "test top-1 (%)")
-    ax.set_title("speed-accuracy (labels: budget x base MAX_EPOCH)")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=100)
-
-
-def write_outputs(
-    out: str, results: list, multi_label: bool, cfg: Optional[CfgNode] = None
-) -> str:
-    """Writes runs.csv, runs.json, table.md, shapes.md and plot.png.
-
-    Args:
-        out: the study folder.
-        results: the finished runs' results.
-        multi_label: report mAP instead of top-1 / top-5.
-        cfg: a run's config, to count the GFLOPs per clip of results made
-            before runs recorded them.
-
-    Returns:
-        str: the Markdown table.
-    """
-    os.makedirs(out, exist_ok=True)
-    missing = [r for r in results if "gflop_per_clip" not in r]
-    if missing and cfg is not None:
-        gflops_fn = model_gflops_fn(cfg)
-        for result in missing:
-            shapes = result.get("clips_per_s") or {}
-            result["gflop_per_clip"] = gflop_per_shape(shapes, gflops_fn)
-    rows = st.aggregate(results, st.metric_key(multi_label))
-    table = st.format_table(rows, multi_label)
-    with open(os.path.join(out, "runs.csv"), "w") as f:
-        f.write(st.format_csv(results))
-    with open(os.path.join(out, "runs.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    with open(os.path.join(out, "table.md"), "w") as f:
-        f.write(table)
-    with open(os.path.join(out, "shapes.md"), "w") as f:
-        f.write(format_shapes(shape_rows(results)))
-    plot_study(rows, os.path.join(out, "plot.png"), multi_label)
-    return table
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -429,14 +364,14 @@ def main(argv: Optional[list] = None) -> int:
         todo = [
             (q.run.arm, q.run.budget) for q in planned[i - 1 :] if q.run not in results
         ]
-        print(f"{label} ... (study {_clock(st.estimate_eta(done, todo))})", flush=True)
+        print(f"{label} ... (study {_clock(estimate_eta(done, todo))})", flush=True)
         try:
             result = results[p.run] = execute(p)
         except (RunFailed, OSError, ValueError) as err:
             failed.append(p.run.name)
             print(f"    failed: {err}", flush=True)
             continue
-        metric = result[st.metric_key(multi_label)]
+        metric = result[metric_key(multi_label)]
         print(
             f"    train {result['train_s']:.0f} s ({result['epochs']} epochs, "
             f"{result['iterations']} iterations), test {result['test_s']:.0f} s, "

@@ -26,6 +26,7 @@ from fvcore.common.config import CfgNode
 from fvcore.nn.precise_bn import update_bn_stats
 from torch import nn
 
+from slowfast.checkpoint import io as cu
 from slowfast.datasets.bad_data import BadDataMonitor
 from slowfast.engine import runtime
 from slowfast.engine.evaluator import evaluate
@@ -33,7 +34,6 @@ from slowfast.engine.loop import HookBase, LoopState
 from slowfast.engine.meters import TrainMeter, data_wait_text
 from slowfast.engine.optimizer import set_lr
 from slowfast.engine.resume import save
-from slowfast.utils import checkpoint as cu
 from slowfast.utils import distributed as du
 from slowfast.utils.logging import log_json_stats
 

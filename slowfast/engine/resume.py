@@ -9,10 +9,10 @@ import torch
 from fvcore.common.config import CfgNode
 from torch import nn
 
+from slowfast.checkpoint import fingerprint as fp
+from slowfast.checkpoint import io as cu
 from slowfast.engine import runtime
-from slowfast.utils import checkpoint as cu
 from slowfast.utils import distributed as du
-from slowfast.utils import fingerprint as fp
 from slowfast.utils.logging import log_json_stats
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def find_resume_checkpoint(cfg: CfgNode) -> Optional[str]:
     From the newest: a checkpoint that cannot be read, fails its checksum or
     holds another epoch than its name says is skipped with a warning naming
     it and why. The first good one must belong to this run: its stored
-    config must define the same run as ``cfg`` (``utils/fingerprint.py``).
+    config must define the same run as ``cfg`` (``checkpoint/fingerprint.py``).
 
     Raises:
         cu.CheckpointError: one line: the checkpoint is another run's (naming

@@ -10,30 +10,6 @@ import torch
 from fvcore.common.config import CfgNode
 
 
-def get_device(cfg: CfgNode, local_rank: int = 0) -> torch.device:
-    """The device of this process: a GPU per process when NUM_GPUS > 0, else CPU.
-
-    Args:
-        cfg: the config (NUM_GPUS).
-        local_rank: index of this process on its machine.
-
-    Returns:
-        The torch device.
-    """
-    if cfg.NUM_GPUS > 0:
-        if not torch.cuda.is_available():
-            raise RuntimeError(
-                f"NUM_GPUS = {cfg.NUM_GPUS} but CUDA is not available; "
-                "set NUM_GPUS 0 to run on CPU"
-            )
-        # local_rank modulo the visible GPUs: a launcher may show each task
-        # only its own GPU (srun --gpus-per-task, --gpu-bind).
-        index = local_rank % torch.cuda.device_count()
-        torch.cuda.set_device(index)
-        return torch.device("cuda", index)
-    return torch.device("cpu")
-
-
 def autocast_factory(
     cfg: CfgNode, device: torch.device
 ) -> Callable[[], ContextManager]:

@@ -9,18 +9,18 @@ import simplejson
 import torch
 from fvcore.common.config import CfgNode
 
+from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.fingerprint import test_settings
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.engine import runtime
 from slowfast.engine.evaluator import evaluate
 from slowfast.engine.metrics import chance_map
 from slowfast.models import build_model
-from slowfast.utils import checkpoint as cu
 from slowfast.utils.distributed import (
     RunContext,
     all_gather_objects,
     decided_on_master,
 )
-from slowfast.utils.fingerprint import test_settings
 from slowfast.utils.logging import JSON_STATS_LOG, log_json_stats, setup_logging
 
 logger = logging.getLogger(__name__)

@@ -36,11 +36,11 @@ from slowfast.engine.preemption import PreemptionHook, StopSignals
 from slowfast.engine.resume import resume_or_init
 from slowfast.engine.step import TrainStep
 from slowfast.models import build_model, describe_model
+from slowfast.models.model_stats import log_model_info
 from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.utils.distributed import RunContext, all_gather_objects
 from slowfast.utils.logging import setup_logging
-from slowfast.utils.model_stats import log_model_info
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""Utilities: checkpoints, logging, distributed helpers and the command line.
+"""Leaf utilities: logging, distributed collectives and the run context, tables.
 
-Submodules are imported explicitly (``from slowfast.utils import checkpoint``);
-this package imports none of them so that importing it stays cheap.
+Submodules are imported explicitly (``from slowfast.utils import distributed
+as du``); this package imports none of them so that importing it stays cheap.
 """

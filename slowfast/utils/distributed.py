@@ -1,4 +1,4 @@
-"""torch.distributed helpers for CPU (gloo) and GPU (nccl) runs, and job launch.
+"""torch.distributed helpers for CPU (gloo) and GPU (nccl) runs, the run context.
 
 Every helper works without an initialised process group (a single process):
 the world size is then 1, the rank 0, and collectives return their input.
@@ -6,22 +6,16 @@ With nccl, tensors passed to the collectives must be on the current GPU.
 """
 
 import datetime
-import gc
 import logging
 import os
-import signal
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Callable, List, Sequence
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from fvcore.common.config import CfgNode
 
 logger = logging.getLogger(__name__)
-
-# A job function: func(cfg, rank, world_size).
-JobFunc = Callable[[CfgNode, int, int], Any]
 
 
 def is_initialized() -> bool:
@@ -109,10 +103,8 @@ class RunContext:
 
         The local rank is the rank modulo the processes per machine
         (NUM_GPUS, or NUM_CPU_PROCS on CPU); the device is that GPU or the
-        CPU (see ``engine.runtime.get_device``).
+        CPU (see ``get_device``).
         """
-        from slowfast.engine.runtime import get_device
-
         local_rank = rank % procs_per_machine(cfg)
         return cls(rank, world_size, local_rank, get_device(cfg, local_rank))
 
@@ -247,158 +239,30 @@ def gather_varlen(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat([part[:n] for part, n in zip(parts, sizes)], dim=0)
 
 
-def global_rank(shard_id: int, num_procs: int, local_rank: int) -> int:
-    """Returns the global rank of process ``local_rank`` on machine ``shard_id``."""
-    return shard_id * num_procs + local_rank
-
-
 def procs_per_machine(cfg: CfgNode) -> int:
     """Returns the processes per machine: NUM_GPUS, or NUM_CPU_PROCS on CPU."""
     return cfg.NUM_GPUS if cfg.NUM_GPUS > 0 else cfg.NUM_CPU_PROCS
 
 
-def run_in_group(
-    funcs: Sequence[JobFunc],
-    cfg: CfgNode,
-    init_method: str,
-    rank: int,
-    world_size: int,
-    local_rank: int,
-) -> None:
-    """Runs ``func(cfg, rank, world_size)`` for each of ``funcs`` in this process.
-
-    Joins the process group first (none with one process) and leaves it at
-    the end. An exception is logged (rank > 0: to its own log, see
-    ``utils.logging``) and re-raised.
+def get_device(cfg: CfgNode, local_rank: int = 0) -> torch.device:
+    """The device of this process: a GPU per process when NUM_GPUS > 0, else CPU.
 
     Args:
-        funcs: the job's stages (training, testing), in order.
-        cfg: the frozen config.
-        init_method: rendezvous URL.
-        rank: global rank.
-        world_size: number of processes.
-        local_rank: index of this process on its machine (its GPU).
+        cfg: the config (NUM_GPUS).
+        local_rank: index of this process on its machine.
+
+    Returns:
+        The torch device.
     """
-    use_cuda = cfg.NUM_GPUS > 0
-    if use_cuda:  # modulo: a task may see only its own GPU
-        torch.cuda.set_device(local_rank % torch.cuda.device_count())
-    if world_size > 1:
-        backend = cfg.DIST_BACKEND if use_cuda else "gloo"
-        init_process_group(
-            backend, init_method, world_size, rank, cfg.DIST_TIMEOUT_MINUTES
-        )
-    try:
-        for func in funcs:
-            func(cfg, rank, world_size)
-        if world_size > 1:
-            # Free what still holds the process group (a DDP model in a
-            # reference cycle) and let every process get here before the
-            # group goes: a process leaving while its peer's group is alive
-            # was a suspect of a rare abort ("terminate called without an
-            # active exception") at the end of 2-process CPU runs.
-            gc.collect()
-            dist.barrier()
-    except Exception as err:
-        if not getattr(err, "expected_stop", False):
-            logger.exception("process rank %d failed", rank)
-        raise
-    finally:
-        if world_size > 1:
-            dist.destroy_process_group()
-
-
-def _worker(
-    local_rank: int,
-    funcs: Sequence[JobFunc],
-    cfg: CfgNode,
-    init_method: str,
-    shard_id: int,
-    num_procs: int,
-    num_shards: int,
-) -> None:
-    """Entry point of one spawned process; exits with the job's status."""
-    world_size = num_procs * num_shards
-    rank = global_rank(shard_id, num_procs, local_rank)
-    try:
-        run_in_group(funcs, cfg, init_method, rank, world_size, local_rank)
-    except Exception as err:
-        status = getattr(err, "exit_status", None)
-        if status is None:
-            raise
-        raise SystemExit(status) from err
-
-
-def _forward_signals(context, signums: Sequence[int]) -> dict:
-    """Passes the stop signals this process gets on to its spawned processes."""
-
-    def forward(signum, frame):
-        for process in context.processes:
-            if process.is_alive():
-                os.kill(process.pid, signum)
-
-    return {s: signal.signal(s, forward) for s in signums}
-
-
-def launch_job(
-    cfg: CfgNode,
-    init_method: str,
-    func: Union[JobFunc, Sequence[JobFunc]],
-    num_procs: Optional[int] = None,
-    shard_id: Optional[int] = None,
-    num_shards: Optional[int] = None,
-    daemon: bool = False,
-    forward_signals: Sequence[int] = (),
-) -> None:
-    """Runs ``func(cfg, rank, world_size)`` on every process of this machine.
-
-    With one process in total, ``func`` runs here without a process group.
-    Otherwise ``num_procs`` processes are spawned; each joins the group (gloo
-    on CPU, ``cfg.DIST_BACKEND`` on GPU after selecting GPU ``local_rank``),
-    runs ``func`` and leaves the group. An exception in a child is re-raised
-    here (``torch.multiprocessing.ProcessRaisedException``) with its traceback;
-    a child that exits with a status (e.g. a preempted run) raises
-    ``ProcessExitedException``. When one child fails, the others are stopped
-    (SIGTERM, then SIGKILL after 30 s).
-
-    Args:
-        cfg: the frozen config (picklable); passed unchanged to ``func``.
-        init_method: rendezvous URL shared by all machines.
-        func: a module-level (picklable) function ``func(cfg, rank, world)``.
-        num_procs: processes on this machine (default: NUM_GPUS, or
-            NUM_CPU_PROCS when NUM_GPUS is 0).
-        shard_id: index of this machine (default: cfg.SHARD_ID).
-        num_shards: number of machines (default: cfg.NUM_SHARDS).
-        daemon: spawn the processes as daemons.
-        forward_signals: signals this process passes on to the children.
-    """
-    funcs = [func] if callable(func) else list(func)
-    num_procs = procs_per_machine(cfg) if num_procs is None else num_procs
-    shard_id = cfg.SHARD_ID if shard_id is None else shard_id
-    num_shards = cfg.NUM_SHARDS if num_shards is None else num_shards
-    if num_procs * num_shards == 1:
-        run_in_group(funcs, cfg, init_method, 0, 1, 0)
-        return
-    use_cuda = cfg.NUM_GPUS > 0
-    logger.info(
-        "Spawning %d %s processes (machine %d of %d, backend %s)",
-        num_procs,
-        "GPU" if use_cuda else "CPU",
-        shard_id,
-        num_shards,
-        cfg.DIST_BACKEND if use_cuda else "gloo",
-    )
-    context = mp.start_processes(
-        _worker,
-        args=(funcs, cfg, init_method, shard_id, num_procs, num_shards),
-        nprocs=num_procs,
-        daemon=daemon,
-        join=False,
-        start_method="spawn",
-    )
-    previous = _forward_signals(context, forward_signals)
-    try:
-        while not context.join():
-            pass
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    if cfg.NUM_GPUS > 0:
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"NUM_GPUS = {cfg.NUM_GPUS} but CUDA is not available; "
+                "set NUM_GPUS 0 to run on CPU"
+            )
+        # local_rank modulo the visible GPUs: a launcher may show each task
+        # only its own GPU (srun --gpus-per-task, --gpu-bind).
+        index = local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+    return torch.device("cpu")

@@ -1,6 +1,6 @@
 """Saving and loading checkpoints in the reference (PySlowFast) format.
 
-This module is the interface (``from slowfast.utils import checkpoint as cu``);
+This module is the interface (``from slowfast.checkpoint import io as cu``);
 names and listing live in ``checkpoint_files.py``, writing in
 ``checkpoint_save.py``, Caffe2 ``.pkl`` reading in ``caffe2.py``.
 
@@ -33,8 +33,8 @@ import torch
 from iopath.common.file_io import g_pathmgr
 from torch import nn
 
-from slowfast.utils.caffe2 import load_caffe2_checkpoint
-from slowfast.utils.checkpoint_files import (  # noqa: F401 (re-exported)
+from slowfast.checkpoint.caffe2 import load_caffe2_checkpoint
+from slowfast.checkpoint.files import (  # noqa: F401 (re-exported)
     _RESERVED_KEYS,
     _STATE_KEYS,
     CHECKPOINT_SUBDIR,
@@ -49,16 +49,16 @@ from slowfast.utils.checkpoint_files import (  # noqa: F401 (re-exported)
     prune_mid_epoch_checkpoints,
     unwrap_model,
 )
-from slowfast.utils.checkpoint_save import (  # noqa: F401 (re-exported)
-    save_checkpoint,
-    save_weights,
-)
-from slowfast.utils.fingerprint import state_checksum
-from slowfast.utils.inflate import (
+from slowfast.checkpoint.fingerprint import state_checksum
+from slowfast.checkpoint.inflate import (
     MAX_LISTED,
     describe_mismatch,
     inflate_state_dict,
     normalize_keys,
+)
+from slowfast.checkpoint.save import (  # noqa: F401 (re-exported)
+    save_checkpoint,
+    save_weights,
 )
 
 logger = logging.getLogger(__name__)
@@ -255,7 +255,7 @@ def load_checkpoint(
         inflation: inflate 2D kernels of the checkpoint into the model's 3D
             kernels (TRAIN.CHECKPOINT_INFLATE).
         convert_from_caffe2: ``path`` is a Caffe2 ``.pkl`` of the reference's
-            model zoo (``utils/caffe2.py``): its weights are loaded (blobs that
+            model zoo (``checkpoint/caffe2.py``): its weights are loaded (blobs that
             do not fit, such as another dataset's classifier, are skipped with
             a warning) and training starts at epoch 0.
         epoch_reset: load the weights only and report epoch -1, so training

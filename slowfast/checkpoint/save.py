@@ -12,7 +12,7 @@ from fvcore.common.config import CfgNode
 from iopath.common.file_io import g_pathmgr
 from torch import nn
 
-from slowfast.utils.checkpoint_files import (
+from slowfast.checkpoint.files import (
     _RESERVED_KEYS,
     _STATE_KEYS,
     CheckpointError,
@@ -20,7 +20,7 @@ from slowfast.utils.checkpoint_files import (
     get_path_to_mid_epoch_checkpoint,
     unwrap_model,
 )
-from slowfast.utils.fingerprint import fingerprint, state_checksum
+from slowfast.checkpoint.fingerprint import fingerprint, state_checksum
 
 logger = logging.getLogger(__name__)
 

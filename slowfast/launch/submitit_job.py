@@ -16,9 +16,9 @@ import sys
 
 from fvcore.common.config import CfgNode
 
-from slowfast.utils.launcher import Layout, apply_layout, describe_layout
+from slowfast.launch.launcher import Layout, apply_layout, describe_layout
+from slowfast.launch.run_lock import RunLock, remove_stale_temp_files
 from slowfast.utils.logging import setup_logging
-from slowfast.utils.run_lock import RunLock, remove_stale_temp_files
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class SubmititJob:
         from slowfast.engine.preemption import Preempted
         from slowfast.engine.tester import test
         from slowfast.engine.trainer import train
-        from slowfast.utils.distributed import run_in_group
+        from slowfast.launch.spawn import run_in_group
 
         layout = self.layout()
         cfg, notes = apply_layout(self.cfg, layout)

@@ -13,7 +13,7 @@ from typing import List
 
 from fvcore.common.config import CfgNode
 
-from slowfast.utils.launcher import Layout
+from slowfast.launch.launcher import Layout
 
 EXIT_DATA = 1
 EXIT_CONFIG = 2
@@ -103,7 +103,7 @@ def check_checkpoint_files(cfg: CfgNode) -> None:
     """
     from iopath.common.file_io import g_pathmgr
 
-    from slowfast.utils.checkpoint_files import list_checkpoints
+    from slowfast.checkpoint.files import list_checkpoints
 
     wanted = []
     if cfg.TEST.ENABLE and cfg.TEST.CHECKPOINT_FILE_PATH:
@@ -184,8 +184,8 @@ def check_resume(cfg: CfgNode) -> None:
     """The checkpoint a training run resumes from belongs to it and is whole."""
     if not (cfg.TRAIN.ENABLE and cfg.TRAIN.AUTO_RESUME):
         return
+    from slowfast.checkpoint.io import CheckpointError
     from slowfast.engine.resume import find_resume_checkpoint
-    from slowfast.utils.checkpoint import CheckpointError
 
     try:
         find_resume_checkpoint(cfg)

@@ -22,9 +22,10 @@ from fvcore.common.config import CfgNode
 
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.losses import get_loss_func
-from slowfast.engine.runtime import autocast_factory, get_device, make_grad_scaler
+from slowfast.engine.runtime import autocast_factory, make_grad_scaler
 from slowfast.models import build_model, describe_model
 from slowfast.models.memory_format import uses_channels_last_3d
+from slowfast.models.model_stats import gflops
 from slowfast.models.norm import set_bn_splits
 from slowfast.multigrid.shapes import (
     batch_factor,
@@ -32,7 +33,7 @@ from slowfast.multigrid.shapes import (
     long_cycle_shapes,
     short_cycle_crops,
 )
-from slowfast.utils.model_stats import gflops
+from slowfast.utils.distributed import get_device
 
 # Memory formats for ``model_rows``: "default" is what build_model picks
 # (``models/memory_format.py``).

@@ -62,7 +62,7 @@ def model_gflops_fn(cfg: CfgNode) -> GflopsFn:
     """``(num_frames, crop_size) -> GFLOPs`` of the config's model (fvcore, on
     the CPU, in eval mode: BN counts as at test time), built once."""
     from slowfast.models import build_model
-    from slowfast.utils.model_stats import gflops
+    from slowfast.models.model_stats import gflops
 
     cfg = cfg.clone()
     cfg.defrost()

@@ -1,7 +1,7 @@
 """Fitting a checkpoint's state dict to a model: key clean-up, inflation, checks.
 
 Pure functions on state dicts (no files, no errors of their own beyond
-ValueError); ``slowfast.utils.checkpoint`` turns their findings into
+ValueError); ``slowfast.checkpoint.io`` turns their findings into
 ``CheckpointError`` messages naming the file.
 
 Inflation turns a 2D kernel ``w`` (O, I, H, W) into the 3D kernel ``w / T``

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence
 
-from slowfast.multigrid.compute import parse_shape
-from slowfast.multigrid.study import spread
+from multigrid_study.compute import parse_shape
+from multigrid_study.results import spread
 
 GflopsFn = Callable[[int, int], float]
 

@@ -1,0 +1,8 @@
+"""The multigrid speed-accuracy study (``projects/multigrid/study.py``).
+
+``plan`` (arms, budgets, seeds and each run's overrides), ``results`` (a run's
+statistics, aggregation over seeds, the table), ``shapes`` (per-shape
+throughput against the FLOP-ideal), ``compute`` (a run's training FLOPs) and
+``outputs`` (the files a study writes). Import with ``projects/multigrid`` on
+``sys.path``, as ``study.py`` and the tests do.
+"""

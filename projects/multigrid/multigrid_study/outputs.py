@@ -1,0 +1,92 @@
+"""The files a study writes: runs.csv, runs.json, table.md, shapes.md, plot.png."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+from fvcore.common.config import CfgNode
+
+from multigrid_study.compute import model_gflops_fn
+from multigrid_study.results import aggregate, format_csv, format_table, metric_key
+from multigrid_study.shapes import format_shapes, gflop_per_shape, shape_rows
+
+
+def plot_study(rows: list, path: str, multi_label: bool = False) -> None:
+    """Test accuracy against training wall-clock, one line per arm (PNG).
+
+    Each point is labelled with its budget; error bars span min-max over seeds.
+
+    Args:
+        rows: ``aggregate`` rows.
+        path: output image file.
+        multi_label: the accuracy is mAP (else top-1).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.8))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for arm in dict.fromkeys(row["arm"] for row in rows):
+        points = sorted(
+            (r for r in rows if r["arm"] == arm and r["train_s"] and r["metric"]),
+            key=lambda r: r["budget"],
+        )
+        if not points:
+            continue
+        xs = [r["train_s"][0] for r in points]
+        ys = [r["metric"][0] for r in points]
+        xerr = [[x - r["train_s"][1] for x, r in zip(xs, points)]]
+        xerr.append([r["train_s"][2] - x for x, r in zip(xs, points)])
+        yerr = [[y - r["metric"][1] for y, r in zip(ys, points)]]
+        yerr.append([r["metric"][2] - y for y, r in zip(ys, points)])
+        ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, marker="o", capsize=3, label=arm)
+        for x, y, r in zip(xs, ys, points):
+            label = f"{r['budget']:g}x"
+            ax.annotate(label, (x, y), xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("training wall-clock (s)")
+    ax.set_ylabel("test mAP (%)" if multi_label else "test top-1 (%)")
+    ax.set_title("speed-accuracy (labels: budget x base MAX_EPOCH)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
+def write_outputs(
+    out: str, results: list, multi_label: bool, cfg: Optional[CfgNode] = None
+) -> str:
+    """Writes runs.csv, runs.json, table.md, shapes.md and plot.png.
+
+    Args:
+        out: the study folder.
+        results: the finished runs' results.
+        multi_label: report mAP instead of top-1 / top-5.
+        cfg: a run's config, to count the GFLOPs per clip of results made
+            before runs recorded them.
+
+    Returns:
+        str: the Markdown table.
+    """
+    os.makedirs(out, exist_ok=True)
+    missing = [r for r in results if "gflop_per_clip" not in r]
+    if missing and cfg is not None:
+        gflops_fn = model_gflops_fn(cfg)
+        for result in missing:
+            shapes = result.get("clips_per_s") or {}
+            result["gflop_per_clip"] = gflop_per_shape(shapes, gflops_fn)
+    rows = aggregate(results, metric_key(multi_label))
+    table = format_table(rows, multi_label)
+    with open(os.path.join(out, "runs.csv"), "w") as f:
+        f.write(format_csv(results))
+    with open(os.path.join(out, "runs.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(table)
+    with open(os.path.join(out, "shapes.md"), "w") as f:
+        f.write(format_shapes(shape_rows(results)))
+    plot_study(rows, os.path.join(out, "plot.png"), multi_label)
+    return table
