@@ -305,7 +305,7 @@ def test_import_needs_no_vision_libraries():
 
 def test_memory_format_default_picks_by_device_and_the_key_overrides():
     from slowfast.config import load_config
-    from slowfast.models.memory_format import uses_channels_last_3d
+    from slowfast.engine.memory_format import choose_channels_last
 
     picks = {}
     for gpus in ("0", "1"):
@@ -313,7 +313,7 @@ def test_memory_format_default_picks_by_device_and_the_key_overrides():
             opts = ["NUM_GPUS", gpus] + (
                 [] if key is None else ["MODEL.CHANNELS_LAST_3D", key]
             )
-            picks[(gpus, key)] = uses_channels_last_3d(load_config(opts=opts))
+            picks[(gpus, key)] = choose_channels_last(load_config(opts=opts))
     assert picks == {
         # CPU, full width (64), one BN group: channels_last_3d (measured faster)
         ("0", None): True,
@@ -329,11 +329,11 @@ def test_memory_format_default_picks_by_device_and_the_key_overrides():
 
 def test_cpu_memory_format_default_follows_width_and_base_shape_bn_groups():
     from slowfast.config import load_config
-    from slowfast.models.memory_format import base_bn_splits, uses_channels_last_3d
+    from slowfast.engine.memory_format import base_bn_splits, choose_channels_last
 
     def pick(*opts):
         cfg = load_config(opts=["NUM_GPUS", "0", *opts])
-        return uses_channels_last_3d(cfg), base_bn_splits(cfg)
+        return choose_channels_last(cfg), base_bn_splits(cfg)
 
     mg = ["MULTIGRID.LONG_CYCLE", "True", "MULTIGRID.SHORT_CYCLE", "True"]
     assert pick("RESNET.WIDTH_PER_GROUP", "8") == (False, 1)  # tiny: contiguous
@@ -351,11 +351,11 @@ def test_cpu_memory_format_default_follows_width_and_base_shape_bn_groups():
     demo = load_config(
         [os.path.join(REPO, "configs/Demo/Kinetics_I3D_tiny_multigrid.yaml")]
     )
-    assert not uses_channels_last_3d(demo)
+    assert not choose_channels_last(demo)
     r50 = load_config(
         [os.path.join(REPO, "configs/Kinetics/I3D_8x8_R50.yaml")], ["NUM_GPUS", "0"]
     )
-    assert uses_channels_last_3d(r50)
+    assert choose_channels_last(r50)
 
     # A YAML value loads as a bool over the None default.
     assert (

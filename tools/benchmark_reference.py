@@ -238,8 +238,8 @@ def _spread(values: list) -> float:
 def build_ours(path: str, formats: list) -> dict:
     """Our model of a config in each memory format, by table label."""
     from slowfast.config import load_config
+    from slowfast.engine.memory_format import choose_channels_last
     from slowfast.models import build_model
-    from slowfast.models.memory_format import uses_channels_last_3d
 
     models = {}
     for fmt in formats:
@@ -248,9 +248,9 @@ def build_ours(path: str, formats: list) -> dict:
             opts += ["MODEL.CHANNELS_LAST_3D", str(fmt == "channels_last_3d")]
         cfg = load_config([path], opts)
         if fmt == "default":
-            picked = "channels_last_3d" if uses_channels_last_3d(cfg) else "contiguous"
+            picked = "channels_last_3d" if choose_channels_last(cfg) else "contiguous"
             fmt = f"default: {picked}"
-        models[fmt] = build_model(cfg)
+        models[fmt] = build_model(cfg, choose_channels_last(cfg))
     return models
 
 

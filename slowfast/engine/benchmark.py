@@ -22,9 +22,9 @@ from fvcore.common.config import CfgNode
 
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.losses import get_loss_func
+from slowfast.engine.memory_format import choose_channels_last
 from slowfast.engine.runtime import autocast_factory, make_grad_scaler
 from slowfast.models import build_model, describe_model
-from slowfast.models.memory_format import uses_channels_last_3d
 from slowfast.models.model_stats import gflops
 from slowfast.models.norm import set_bn_splits
 from slowfast.multigrid.shapes import (
@@ -117,7 +117,9 @@ class TrainStep:
         graphs: bool = False,
     ) -> None:
         self.device = get_device(cfg)
-        self.model = convert_to_sub_bn(build_model(cfg).train()).to(self.device)
+        self.model = convert_to_sub_bn(
+            build_model(cfg, choose_channels_last(cfg)).train()
+        ).to(self.device)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3, momentum=0.9)
         self.loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
         self.autocast = autocast_factory(cfg, self.device)
@@ -308,7 +310,7 @@ def model_rows(
     flops = [gflops(steps[0].model, cfg, s.frames, s.crop) for s in shapes]
     times = time_steps(cfg, steps, shapes, warmup, iters)
     base = base_shape_index(cfg, shapes)
-    picked = "channels_last_3d" if uses_channels_last_3d(cfg) else "contiguous"
+    picked = "channels_last_3d" if choose_channels_last(cfg) else "contiguous"
     rows = []
     for j, variant in enumerate(variants):
         base_rate = shapes[base].batch * flops[base] / statistics.median(times[base, j])

@@ -14,6 +14,7 @@ from slowfast.checkpoint.fingerprint import test_settings
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.engine import runtime
 from slowfast.engine.evaluator import evaluate
+from slowfast.engine.memory_format import choose_channels_last
 from slowfast.engine.metrics import chance_map
 from slowfast.models import build_model
 from slowfast.utils.distributed import (
@@ -79,7 +80,7 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
             ", ".join(f"{k} {v}" for k, v in sorted(done.items()) if k in SHOWN),
         )
         return done
-    model = build_model(cfg).to(device)
+    model = build_model(cfg, choose_channels_last(cfg)).to(device)
     cu.load_checkpoint(
         path, model, convert_from_caffe2=cfg.TEST.CHECKPOINT_TYPE == "caffe2"
     )

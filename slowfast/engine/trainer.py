@@ -31,6 +31,7 @@ from slowfast.engine.hooks import (
 )
 from slowfast.engine.loop import HookBase, LoopState, TrainLoop
 from slowfast.engine.losses import get_loss_func
+from slowfast.engine.memory_format import choose_channels_last
 from slowfast.engine.optimizer import construct_optimizer
 from slowfast.engine.preemption import PreemptionHook, StopSignals
 from slowfast.engine.resume import resume_or_init
@@ -79,7 +80,7 @@ class Trainer:
             )
         self.schedule.validate(min_crop=info.spatial_stride, min_frames=info.min_frames)
 
-        model = build_model(cfg)
+        model = build_model(cfg, choose_channels_last(cfg))
         if ctx.is_master and cfg.LOG_MODEL_INFO:
             with runtime.preserved_rng():  # logging must not change the run
                 log_model_info(model, cfg)

@@ -1,12 +1,14 @@
 """The model registry and ``build_model``."""
 
+from typing import Optional
+
 import torch
 from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
 from torch import nn
 
 from slowfast.models.input_norm import attach_input_norm
-from slowfast.models.memory_format import uses_channels_last_3d
+from slowfast.models.memory_format import uses_channels_last_3d, with_memory_format
 
 MODEL_REGISTRY = Registry("MODEL")
 MODEL_REGISTRY.__doc__ = """Video models by MODEL.MODEL_NAME.
@@ -17,17 +19,20 @@ adds the step that normalises the datasets' uint8 clips for it).
 """
 
 
-def build_model(cfg: CfgNode) -> nn.Module:
+def build_model(cfg: CfgNode, channels_last: Optional[bool] = None) -> nn.Module:
     """Builds the model named by MODEL.MODEL_NAME on the CPU.
 
-    Weights are initialised and set in the memory format that
-    ``memory_format.uses_channels_last_3d`` picks (the model's forward converts
-    its inputs to it). Every model gets an ``input_norm`` that normalises the
+    Weights are initialised and set in the memory format that ``channels_last``
+    says (None: MODEL.CHANNELS_LAST_3D, None there meaning contiguous; a run
+    passes ``engine.memory_format.choose_channels_last``); the model's forward
+    converts its inputs to it. Every model gets an ``input_norm`` that normalises the
     datasets' uint8 clips before its forward (``input_norm.attach_input_norm``).
     The caller moves the model to its device and wraps it for DDP.
 
     Args:
         cfg: the run's config.
+        channels_last: build in ``torch.channels_last_3d`` (True) or contiguous
+            (False); None: as MODEL.CHANNELS_LAST_3D says.
 
     Returns:
         nn.Module: the model, in training mode.
@@ -36,6 +41,7 @@ def build_model(cfg: CfgNode) -> nn.Module:
         ValueError: MODEL.MODEL_NAME is not registered or the config does not
             describe a valid model (the message names the key).
     """
+    cfg = with_memory_format(cfg, channels_last)
     name = cfg.MODEL.MODEL_NAME
     if name not in MODEL_REGISTRY:
         known = sorted(k for k, _ in MODEL_REGISTRY)
