@@ -120,9 +120,40 @@ def test_every_reference_config_loads(reference_dir):
 
 
 def test_unknown_dataset_is_one_line_before_any_work():
+    from slowfast.launch.config import load_run_config
+
     with pytest.raises(ConfigError, match=r"TRAIN.DATASET = 'kinetic': must be one"):
-        load_config(opts=["TRAIN.DATASET", "kinetic"])
-    assert load_config(opts=["TEST.DATASET", "Charades"]).TEST.DATASET == "Charades"
+        load_run_config(opts=["TRAIN.DATASET", "kinetic"])
+    cfg = load_run_config(opts=["TEST.DATASET", "Charades"])
+    assert cfg.TEST.DATASET == "Charades"
+
+
+@pytest.mark.parametrize(
+    "key, value, hint",
+    [
+        ("MODEL.MODEL_NAME", "ResNt", "ResNet"),
+        ("SOLVER.LR_POLICY", "cosin", "cosine"),
+        ("MODEL.LOSS_FUNC", "cros_entropy", "cross_entropy"),
+        ("SOLVER.OPTIMIZING_METHOD", "sgdd", "sgd"),
+        ("TEST.DATASET", "ssv", "ssv2"),
+    ],
+)
+def test_registries_reject_unknown_names_at_load_with_a_hint(key, value, hint):
+    from slowfast.launch.config import load_run_config
+
+    with pytest.raises(ConfigError) as err:
+        load_run_config(opts=[key, value])
+    message = str(err.value)
+    assert message.startswith(f"{key} = {value!r}: must be one of")
+    assert f"(did you mean {hint}?)" in message and "\n" not in message
+    # The config layer alone checks values, not the registries' names.
+    assert _get_value(load_config(opts=[key, value]), key) == value
+
+
+def _get_value(cfg, key):
+    for part in key.split("."):
+        cfg = cfg[part]
+    return cfg
 
 
 def test_missing_base_and_yaml_syntax_errors_name_file_and_line(tmp_path):

@@ -108,12 +108,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    from slowfast.config import load_config
     from slowfast.datasets.lists import DataError
     from slowfast.datasets.prepare.common import run_items, write_failures
     from slowfast.datasets.renditions import write_renditions
+    from slowfast.launch.config import load_run_config
 
-    cfg = load_config([args.cfg], args.opts)
+    cfg = load_run_config([args.cfg], args.opts)
     data_dir = cfg.DATA.PATH_TO_DATA_DIR
     try:
         items = training_items(cfg, tuple(args.renditions))

@@ -35,7 +35,6 @@ from typing import Dict, List, Optional
 
 import torch
 
-from slowfast.config import load_config
 from slowfast.datasets import SamplingGrid, construct_loader
 from slowfast.datasets.capacity import (
     CAPACITY_HEADERS,
@@ -61,6 +60,7 @@ from slowfast.engine.benchmark import (
     model_rows,
     multigrid_shapes,
 )
+from slowfast.launch.config import load_run_config
 from slowfast.utils.table import format_table
 
 
@@ -166,7 +166,7 @@ def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
     """
     opts = list(args.opts) + ["DATA_LOADER.NUM_WORKERS", str(workers)]
     opts += ["DATA_LOADER.FRAME_CACHE", str(cache == "on")]
-    cfg = load_config([args.cfg], opts)
+    cfg = load_run_config([args.cfg], opts)
     switch = ShapeSwitch(cfg, min(shapes, key=lambda s: s.batch))
     loader = construct_loader(cfg, args.split, plan_fn=switch)
     stage_rows, loader_rows = [], []
@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
-    base = load_config([args.cfg], args.opts)
+    base = load_run_config([args.cfg], args.opts)
     shapes = multigrid_shapes(base)
     results: Dict[str, list] = {"shapes": [asdict(s) for s in shapes]}
     if args.model:

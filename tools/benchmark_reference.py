@@ -237,8 +237,8 @@ def _spread(values: list) -> float:
 
 def build_ours(path: str, formats: list) -> dict:
     """Our model of a config in each memory format, by table label."""
-    from slowfast.config import load_config
     from slowfast.engine.memory_format import choose_channels_last
+    from slowfast.launch.config import load_run_config
     from slowfast.models import build_model
 
     models = {}
@@ -246,7 +246,7 @@ def build_ours(path: str, formats: list) -> dict:
         opts = ["NUM_GPUS", "0"]
         if fmt != "default":
             opts += ["MODEL.CHANNELS_LAST_3D", str(fmt == "channels_last_3d")]
-        cfg = load_config([path], opts)
+        cfg = load_run_config([path], opts)
         if fmt == "default":
             picked = "channels_last_3d" if choose_channels_last(cfg) else "contiguous"
             fmt = f"default: {picked}"
@@ -256,20 +256,20 @@ def build_ours(path: str, formats: list) -> dict:
 
 def _autocast(path: str, precision: str):
     """Our trainer's forward-pass context for ``precision`` on the CPU."""
-    from slowfast.config import load_config
     from slowfast.engine.runtime import autocast_factory
+    from slowfast.launch.config import load_run_config
 
     mixed = str(precision == "bf16")
-    cfg = load_config([path], ["NUM_GPUS", "0", "TRAIN.MIXED_PRECISION", mixed])
+    cfg = load_run_config([path], ["NUM_GPUS", "0", "TRAIN.MIXED_PRECISION", mixed])
     return autocast_factory(cfg, torch.device("cpu"))
 
 
 def compare(path: str, reference: tuple, args: argparse.Namespace) -> list:
     """Times the reference's model and ours on one config; returns table rows."""
-    from slowfast.config import load_config
+    from slowfast.launch.config import load_run_config
 
     ref, ref_cfg, skipped = reference
-    cfg = load_config([path], ["NUM_GPUS", "0"])
+    cfg = load_run_config([path], ["NUM_GPUS", "0"])
     ours = build_ours(path, args.formats)
     autocasts = {p: _autocast(path, p) for p in args.precisions}
     variants = {}  # table label -> (model, autocast)

@@ -17,7 +17,8 @@ import logging
 import sys
 from typing import List, Optional
 
-from slowfast.config import ConfigError, load_config
+from slowfast.config import ConfigError
+from slowfast.launch.config import load_run_config
 from slowfast.launch.parser import reject_options_among_overrides
 
 
@@ -40,7 +41,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
-        cfg = load_config(args.cfg_files, list(args.opts) + ["NUM_GPUS", "0"])
+        cfg = load_run_config(args.cfg_files, list(args.opts) + ["NUM_GPUS", "0"])
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

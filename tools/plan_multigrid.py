@@ -20,7 +20,7 @@ import json
 import sys
 from typing import Optional
 
-from slowfast.config import load_config
+from slowfast.launch.config import load_run_config
 from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid.report import format_table
 
@@ -110,7 +110,7 @@ def main(argv: Optional[list] = None) -> int:
     """
     args = parse_args(argv)
     try:
-        cfg = load_config(args.cfg_files, args.opts)
+        cfg = load_run_config(args.cfg_files, args.opts)
         num_procs = args.num_procs or default_num_procs(cfg)
         schedule = MultigridSchedule.from_cfg(cfg, num_procs, min_crop=args.min_crop)
     except ValueError as err:

@@ -88,15 +88,15 @@ def _renditions(parser, text: str) -> List[float]:
 
 def verify(cfg_file: str, out: str, dataset: str, splits: List[str]) -> int:
     """Checks the prepared splits; returns the number of problems."""
-    from slowfast.config import load_config
     from slowfast.datasets.verify import verify_split
+    from slowfast.launch.config import load_run_config
 
     sys.path.insert(0, os.path.join(REPO, "tools"))
     from verify_dataset import print_reports
 
     opts = ["DATA.PATH_TO_DATA_DIR", out, "DATA.PATH_PREFIX", out, "NUM_GPUS", "0"]
     opts += ["TRAIN.DATASET", dataset, "TEST.DATASET", dataset]
-    cfg = load_config([cfg_file], opts)
+    cfg = load_run_config([cfg_file], opts)
     reports = [verify_split(cfg, split, allow_short=True) for split in splits]
     print_reports(reports)
     return sum(len(r.problems) for r in reports)

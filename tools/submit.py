@@ -27,8 +27,9 @@ import os
 import sys
 from typing import List, Optional
 
-from slowfast.config import ConfigError, load_config
+from slowfast.config import ConfigError
 from slowfast.config.derived import global_batch_size, lr_scale
+from slowfast.launch.config import load_run_config
 from slowfast.launch.parser import reject_options_among_overrides
 
 
@@ -80,12 +81,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def job_config(args: argparse.Namespace):
     """The run's config with the job's layout (NUM_GPUS per node, NUM_SHARDS
     nodes) and an absolute OUTPUT_DIR."""
-    cfg = load_config(args.cfg_files, args.opts)
+    cfg = load_run_config(args.cfg_files, args.opts)
     gpus = cfg.NUM_GPUS if args.gpus_per_node is None else args.gpus_per_node
     # The tasks may start elsewhere: OUTPUT_DIR made absolute here.
     job = ["NUM_SHARDS", args.nodes, "NUM_GPUS", gpus]
     job += ["OUTPUT_DIR", os.path.abspath(cfg.OUTPUT_DIR)]
-    return load_config(args.cfg_files, list(args.opts) + [str(v) for v in job])
+    return load_run_config(args.cfg_files, list(args.opts) + [str(v) for v in job])
 
 
 def executor_parameters(args: argparse.Namespace, cfg) -> dict:

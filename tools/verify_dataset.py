@@ -15,8 +15,9 @@ import os
 import sys
 from typing import List, Optional, Sequence
 
-from slowfast.config import ConfigError, load_config
+from slowfast.config import ConfigError
 from slowfast.datasets.verify import SplitReport, default_splits, verify_split
+from slowfast.launch.config import load_run_config
 from slowfast.launch.parser import reject_options_among_overrides
 
 
@@ -87,7 +88,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        cfg = load_config(args.cfg_files, args.opts)
+        cfg = load_run_config(args.cfg_files, args.opts)
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)
         return 2

@@ -59,7 +59,7 @@ from fvcore.common.config import CfgNode
 
 from slowfast.checkpoint import fingerprint as fp
 from slowfast.checkpoint import io as cu
-from slowfast.config import load_config
+from slowfast.launch.config import load_run_config
 from slowfast.launch.parser import load_config_from_args
 from slowfast.launch.parser import parse_args as parse_run_args
 from slowfast.multigrid import MultigridSchedule
@@ -198,7 +198,7 @@ def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
         opts = run_args.opts + run_overrides(
             run, base.SOLVER, run_dir, args.keep_periods
         )
-        cfg = load_config(run_args.cfg_files, opts)
+        cfg = load_run_config(run_args.cfg_files, opts)
         schedule = MultigridSchedule.from_cfg(cfg, num_procs=procs_per_machine(cfg))
         planned.append(PlannedRun(run, run_dir, common + opts, cfg, schedule))
     if not args.dry_run:  # the trainer's own early checks, before any work

@@ -8,7 +8,7 @@ names the key and where it came from. The result is validated and frozen.
 import ast
 import difflib
 import os
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 from fvcore.common.config import CfgNode
@@ -140,12 +140,19 @@ def _parse_opts(opts: Sequence[str]) -> dict:
     return nested
 
 
-def load_config(cfg_files: Iterable[str] = (), opts: Sequence[str] = ()) -> CfgNode:
+def load_config(
+    cfg_files: Iterable[str] = (),
+    opts: Sequence[str] = (),
+    checks: Sequence[Callable[[CfgNode], None]] = (),
+) -> CfgNode:
     """Builds the run's config: defaults, then files in order, then overrides.
 
     Args:
         cfg_files: YAML files merged in order (later files win).
         opts: ``KEY VALUE`` overrides applied after all files.
+        checks: more checks of the merged config, each raising a one-line
+            ValueError (e.g. the registries' name checks, which
+            ``slowfast.launch.config.load_run_config`` passes).
 
     Returns:
         CfgNode: the validated, frozen config.
@@ -163,6 +170,8 @@ def load_config(cfg_files: Iterable[str] = (), opts: Sequence[str] = ()) -> CfgN
         sources.append("command line")
     try:
         validate_cfg(cfg)
+        for check in checks:
+            check(cfg)
     except ValueError as err:
         origin = ", ".join(sources) if sources else "defaults"
         raise ConfigError(f"{err} (config from: {origin})") from err

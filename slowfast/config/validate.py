@@ -1,9 +1,17 @@
-"""Value checks on a merged config, each failing with one line naming the key."""
+"""Value checks on a merged config, each failing with one line naming the key.
+
+Names that registries own (models, datasets, losses, optimizers, LR policies)
+are checked by the registries themselves, passed to ``load_config`` as checks
+(``slowfast.launch.config.load_run_config``): the config layer imports none of
+them.
+"""
 
 from fvcore.common.config import CfgNode
 
 from slowfast.config.derived import parse_signals
-from slowfast.multigrid.shapes import JITTER_SCALE_MODES
+
+# MULTIGRID.JITTER_SCALE_MODE (see datasets.grid.jitter_scales).
+JITTER_SCALE_MODES = ("resample", "lower_bound")
 
 _CHOICES = {
     "MODEL.ARCH": ("c2d", "i3d", "slow", "slowfast"),
@@ -45,33 +53,6 @@ _POSITIVE = (
 )
 
 
-def _registered_choices() -> dict:
-    """Names the registries own: models, losses, optimizers and LR policies.
-
-    Imported here, not at module level, so that loading a config does not
-    import the model code until a config is validated.
-    """
-    from slowfast.engine.losses import LOSS_REGISTRY
-    from slowfast.engine.optimizer import OPTIMIZER_REGISTRY
-    from slowfast.models import MODEL_REGISTRY
-    from slowfast.solver import lr_policy_names
-
-    return {
-        "MODEL.MODEL_NAME": tuple(sorted(name for name, _ in MODEL_REGISTRY)),
-        "MODEL.LOSS_FUNC": tuple(sorted(name for name, _ in LOSS_REGISTRY)),
-        "SOLVER.LR_POLICY": lr_policy_names(),
-        "SOLVER.OPTIMIZING_METHOD": tuple(sorted(n for n, _ in OPTIMIZER_REGISTRY)),
-    }
-
-
-def _dataset_names() -> list:
-    """Registered dataset names, lower case (the lookup ignores case)."""
-    import slowfast.datasets  # noqa: F401  (registers the built-in datasets)
-    from slowfast.datasets.build import DATASET_REGISTRY
-
-    return sorted(name.lower() for name, _ in DATASET_REGISTRY)
-
-
 def _get(cfg: CfgNode, key: str):
     node = cfg
     for part in key.split("."):
@@ -93,13 +74,9 @@ def validate_cfg(cfg: CfgNode) -> None:
     Raises:
         ValueError: one line naming the first bad key and value.
     """
-    for key, choices in {**_CHOICES, **_registered_choices()}.items():
+    for key, choices in _CHOICES.items():
         value = _get(cfg, key)
         _check(value in choices, key, value, f"must be one of {list(choices)}")
-    datasets = _dataset_names()
-    for key in ("TRAIN.DATASET", "TEST.DATASET"):
-        value = _get(cfg, key)
-        _check(str(value).lower() in datasets, key, value, f"must be one of {datasets}")
     for key in _POSITIVE:
         value = _get(cfg, key)
         _check(value > 0, key, value, "must be positive")

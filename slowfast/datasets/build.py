@@ -3,6 +3,8 @@
 from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
 
+from slowfast.utils.registry import check_registered
+
 DATASET_REGISTRY = Registry("DATASET")
 DATASET_REGISTRY.__doc__ = """
 Registry of video datasets. A dataset class is registered under its class name
@@ -61,3 +63,14 @@ def dataset_size(cfg: CfgNode, split: str) -> int:
         int: ``len(dataset)``.
     """
     return len(build_dataset(dataset_name(cfg, split), cfg, split))
+
+
+def check_dataset_names(cfg: CfgNode) -> None:
+    """Raises a one-line ValueError unless TRAIN.DATASET and TEST.DATASET are
+    registered (case ignored, as the lookup does)."""
+    names = [name for name, _ in DATASET_REGISTRY]
+    for key, value in (
+        ("TRAIN.DATASET", cfg.TRAIN.DATASET),
+        ("TEST.DATASET", cfg.TEST.DATASET),
+    ):
+        check_registered(key, value, names, fold_case=True)

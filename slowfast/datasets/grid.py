@@ -2,11 +2,11 @@
 
 import random
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence, Tuple
 
 from fvcore.common.config import CfgNode
 
-from slowfast.multigrid.shapes import jitter_scales, sampling_rate_range
+from slowfast.config.validate import JITTER_SCALE_MODES
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,8 @@ class SamplingGrid:
         (or up to MULTIGRID.LONG_CYCLE_SAMPLING_RATE when that is set); a
         smaller crop ``s < S`` scales the short-side jitter by ``s / S``
         (both ends, or only the lower one: MULTIGRID.JITTER_SCALE_MODE).
-        The arithmetic lives in ``slowfast.multigrid.shapes``, shared with the
-        schedule's per-iteration shapes.
+        The arithmetic is ``sampling_rate_range`` and ``jitter_scales``
+        below, shared with the schedule's per-iteration shapes.
 
         Args:
             cfg: the run's config (T = DATA.NUM_FRAMES, S = DATA.TRAIN_CROP_SIZE).
@@ -99,3 +99,66 @@ class SamplingGrid:
             jitter_min=int(jitter_min),
             jitter_max=int(jitter_max),
         )
+
+
+def sampling_rate_range(
+    num_frames: int, base_frames: int, sampling_rate: int, long_cycle_rate: int = 0
+) -> Tuple[int, int]:
+    """Returns the range of the temporal stride for ``num_frames`` frames.
+
+    A clip of ``t < T`` frames is drawn with a stride picked uniformly in the
+    range, up to the stride that spans as many frames as the base clip.
+
+    Args:
+        num_frames: frames ``t`` of the shape.
+        base_frames: DATA.NUM_FRAMES.
+        sampling_rate: DATA.SAMPLING_RATE.
+        long_cycle_rate: MULTIGRID.LONG_CYCLE_SAMPLING_RATE (0: derive the
+            upper end as ``sampling_rate * T / t``).
+
+    Returns:
+        tuple: ``(low, high)`` inclusive; ``(rate, rate)`` at ``t >= T``.
+    """
+    if num_frames >= base_frames:
+        return (sampling_rate, sampling_rate)
+    if long_cycle_rate > 0:
+        high = long_cycle_rate
+    else:
+        high = int(round(sampling_rate * base_frames / num_frames))
+    return (sampling_rate, max(sampling_rate, high))
+
+
+def jitter_scales(
+    scales: Sequence[int], crop: int, base_crop: int, mode: str = "resample"
+) -> Tuple[int, int]:
+    """Returns the short-side jitter range for a crop.
+
+    A smaller crop of the same field of view comes from a smaller frame. In
+    "resample" mode (the paper's sampling grid: the same span at a coarser
+    stride) both ends of the jitter shrink by ``crop / base_crop``, so every
+    shape sees the base shape's fields of view at its own resolution. In
+    "lower_bound" mode (the reference implementation) only the lower end
+    shrinks, so smaller crops also see smaller parts of the frame (down to
+    ``crop / max`` of its short side). Neither end goes below the crop, which
+    must fit in the frame.
+
+    Args:
+        scales: DATA.TRAIN_JITTER_SCALES ``[min, max]``.
+        crop: crop of the shape.
+        base_crop: DATA.TRAIN_CROP_SIZE.
+        mode: MULTIGRID.JITTER_SCALE_MODE, "resample" or "lower_bound".
+
+    Returns:
+        tuple: ``(low, high)``; the configured range when ``crop >= base_crop``.
+    """
+    if mode not in JITTER_SCALE_MODES:
+        raise ValueError(
+            f"MULTIGRID.JITTER_SCALE_MODE = {mode!r}: must be one of "
+            f"{JITTER_SCALE_MODES}"
+        )
+    low, high = int(scales[0]), int(scales[1])
+    if crop < base_crop:
+        low = max(int(round(low * crop / base_crop)), int(crop))
+        if mode == "resample":
+            high = int(round(high * crop / base_crop))
+    return (low, max(low, high))

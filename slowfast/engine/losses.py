@@ -8,7 +8,10 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
+
+from slowfast.utils.registry import check_registered
 
 LOSS_REGISTRY = Registry("LOSS")
 LOSS_REGISTRY.__doc__ = "Loss functions ``f(scores, targets) -> scalar`` by name."
@@ -51,3 +54,9 @@ def get_loss_func(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Ten
         known = sorted(k for k, _ in LOSS_REGISTRY)
         raise ValueError(f"MODEL.LOSS_FUNC = {name!r}: must be one of {known}")
     return LOSS_REGISTRY.get(name)
+
+
+def check_loss_name(cfg: CfgNode) -> None:
+    """Raises a one-line ValueError unless MODEL.LOSS_FUNC is registered."""
+    names = [name for name, _ in LOSS_REGISTRY]
+    check_registered("MODEL.LOSS_FUNC", cfg.MODEL.LOSS_FUNC, names)

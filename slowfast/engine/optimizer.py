@@ -12,6 +12,7 @@ from fvcore.common.registry import Registry
 from torch import nn
 
 from slowfast.models.describe import param_groups
+from slowfast.utils.registry import check_registered
 
 OPTIMIZER_REGISTRY = Registry("OPTIMIZER")
 OPTIMIZER_REGISTRY.__doc__ = "Optimizers ``f(param_groups, cfg)`` by name."
@@ -70,3 +71,9 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """
     for group in optimizer.param_groups:
         group["lr"] = lr
+
+
+def check_optimizer_name(cfg: CfgNode) -> None:
+    """Raises a one-line ValueError unless SOLVER.OPTIMIZING_METHOD is registered."""
+    names = [name for name, _ in OPTIMIZER_REGISTRY]
+    check_registered("SOLVER.OPTIMIZING_METHOD", cfg.SOLVER.OPTIMIZING_METHOD, names)

@@ -15,7 +15,7 @@ from typing import List, Optional, Sequence
 
 from fvcore.common.config import CfgNode
 
-from slowfast.config import load_config
+from slowfast.launch.config import load_run_config
 
 _CFG_SUFFIXES = (".yaml", ".yml")
 
@@ -144,4 +144,4 @@ def load_config_from_args(args: argparse.Namespace) -> CfgNode:
         opts += ["NUM_SHARDS", str(args.num_shards)]
     if args.shard_id is not None:
         opts += ["SHARD_ID", str(args.shard_id)]
-    return load_config(args.cfg_files, opts)
+    return load_run_config(args.cfg_files, opts)

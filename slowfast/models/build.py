@@ -9,6 +9,7 @@ from torch import nn
 
 from slowfast.models.input_norm import attach_input_norm
 from slowfast.models.memory_format import uses_channels_last_3d, with_memory_format
+from slowfast.utils.registry import check_registered
 
 MODEL_REGISTRY = Registry("MODEL")
 MODEL_REGISTRY.__doc__ = """Video models by MODEL.MODEL_NAME.
@@ -50,3 +51,9 @@ def build_model(cfg: CfgNode, channels_last: Optional[bool] = None) -> nn.Module
     if uses_channels_last_3d(cfg):
         model = model.to(memory_format=torch.channels_last_3d)
     return model
+
+
+def check_model_name(cfg: CfgNode) -> None:
+    """Raises a one-line ValueError unless MODEL.MODEL_NAME is registered."""
+    names = [name for name, _ in MODEL_REGISTRY]
+    check_registered("MODEL.MODEL_NAME", cfg.MODEL.MODEL_NAME, names)

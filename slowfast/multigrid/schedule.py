@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from fvcore.common.config import CfgNode
 
+from slowfast.datasets.grid import jitter_scales, sampling_rate_range
 from slowfast.multigrid import report as _report
 from slowfast.multigrid.build import schedule_fields
 from slowfast.multigrid.checks import check_crops, check_structure
@@ -39,8 +40,6 @@ from slowfast.multigrid.shapes import (
     batch_factor,
     bn_layout,
     exact_batch_factor,
-    jitter_scales,
-    sampling_rate_range,
     short_cycle_crops,
 )
 from slowfast.solver.lr_policy import LrPolicy, linear_warmup

@@ -22,7 +22,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence, Tuple
 
+from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
+
+from slowfast.utils.registry import check_registered
 
 LR_POLICY_REGISTRY = Registry("LR_POLICY")
 LR_POLICY_REGISTRY.__doc__ = "LR policies ``f(epoch, *, <LrPolicy fields>)`` by name."
@@ -240,3 +243,8 @@ class LrPolicy:
             warmup_epochs=self.warmup_epochs,
             warmup_start_lr=self.warmup_start_lr,
         )
+
+
+def check_lr_policy_name(cfg: CfgNode) -> None:
+    """Raises a one-line ValueError unless SOLVER.LR_POLICY is registered."""
+    check_registered("SOLVER.LR_POLICY", cfg.SOLVER.LR_POLICY, lr_policy_names())

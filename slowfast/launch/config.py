@@ -1,0 +1,43 @@
+"""The run's config as the tools load it: values, then the registries' names.
+
+``load_run_config`` is ``slowfast.config.load_config`` with the name checks of
+every registry (models, datasets, losses, optimizers, LR policies), so an
+unknown name fails at load with one line and a did-you-mean hint, before any
+work. The config layer itself knows no registry.
+"""
+
+from typing import Iterable, Sequence
+
+from fvcore.common.config import CfgNode
+
+import slowfast.datasets  # noqa: F401  (registers the built-in datasets)
+from slowfast.config import load_config
+from slowfast.datasets.build import check_dataset_names
+from slowfast.engine.losses import check_loss_name
+from slowfast.engine.optimizer import check_optimizer_name
+from slowfast.models.build import check_model_name
+from slowfast.solver.lr_policy import check_lr_policy_name
+
+REGISTRY_CHECKS = (
+    check_model_name,
+    check_dataset_names,
+    check_loss_name,
+    check_optimizer_name,
+    check_lr_policy_name,
+)
+
+
+def load_run_config(cfg_files: Iterable[str] = (), opts: Sequence[str] = ()) -> CfgNode:
+    """Loads, validates and freezes a config, names of registered parts included.
+
+    Args:
+        cfg_files: YAML files merged in order (later files win).
+        opts: ``KEY VALUE`` overrides applied after all files.
+
+    Returns:
+        CfgNode: the validated, frozen config.
+
+    Raises:
+        slowfast.config.ConfigError: a bad file, key, value or name (one line).
+    """
+    return load_config(cfg_files, opts, REGISTRY_CHECKS)
