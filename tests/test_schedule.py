@@ -8,6 +8,7 @@ import pytest
 
 from slowfast.config import ConfigError, get_cfg, load_config
 from slowfast.multigrid import MultigridSchedule
+from slowfast.multigrid import report
 from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.multigrid.shapes import bn_layout
 
@@ -94,7 +95,7 @@ def test_golden_kinetics(reference_dir):
     assert list(sched.lrs) == pytest.approx(KINETICS_LRS)
     assert round(sched.iteration_ratio(), 2) == 3.43
     assert round(sched.iteration_ratio(240000), 2) == 3.43
-    info = json.loads(json.dumps(sched.to_dict(1000)))
+    info = json.loads(json.dumps(report.to_dict(sched, 1000)))
     assert info["max_epoch"] == 358
     assert info["schedule"][-1] == dict(
         lr_stage=3, batch_factor=1, num_frames=32, crop_size=224, end_epoch=358
@@ -331,7 +332,7 @@ def test_bn_num_splits_checked_without_multigrid():
 
 def test_describe_rows(reference_dir):
     sched = MultigridSchedule.from_cfg(_reference(reference_dir, KINETICS), 8)
-    rows = sched.describe(240000)
+    rows = report.describe(sched, 240000)
     assert [r["phase"] for r in rows] == ["long"] * 12 + ["fine-tune"]
     assert rows[0]["global_batch"] == 512 and rows[0]["short_crops"] == [112, 158]
     assert rows[-1]["lr"] == pytest.approx(0.001)

@@ -22,6 +22,7 @@ from typing import Optional
 
 from slowfast.launch.config import load_run_config
 from slowfast.multigrid import MultigridSchedule
+from slowfast.multigrid import report
 from slowfast.multigrid.report import format_table
 
 DEFAULT_DATASET_SIZE = 240000  # about Kinetics-400's training set
@@ -121,7 +122,7 @@ def main(argv: Optional[list] = None) -> int:
 
         plot_schedule(schedule, args.plot, args.dataset_size)
     if args.json:
-        print(json.dumps(schedule.to_dict(args.dataset_size)))
+        print(json.dumps(report.to_dict(schedule, args.dataset_size)))
         return 0
     gflops = clip_gflops(cfg) if args.flops else None
     sources = ", ".join(args.cfg_files) or "defaults"

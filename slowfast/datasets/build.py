@@ -28,9 +28,6 @@ def build_dataset(name: str, cfg: CfgNode, split: str):
     Raises:
         KeyError: no dataset of that name is registered.
     """
-    # Importing the package registers the built-in datasets.
-    import slowfast.datasets  # noqa: F401
-
     return dataset_class(name)(cfg, split)
 
 

@@ -10,7 +10,6 @@ from typing import Iterable, Sequence
 
 from fvcore.common.config import CfgNode
 
-import slowfast.datasets  # noqa: F401  (registers the built-in datasets)
 from slowfast.config import load_config
 from slowfast.datasets.build import check_dataset_names
 from slowfast.engine.losses import check_loss_name

@@ -4,12 +4,32 @@ the config key and value at fault."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from slowfast.multigrid.schedule import MultigridSchedule
+from typing import Any, Protocol, Sequence
 
 logger = logging.getLogger(__name__)
+
+
+class MultigridSchedule(Protocol):
+    """What these checks read of a ``schedule.MultigridSchedule`` (a protocol,
+    so that this module, which the schedule calls, does not import it)."""
+
+    num_procs: int
+    base_batch: int
+    crop_size: int
+    bn_base_size: int
+    long_cycle: bool
+    short_cycle: bool
+    short_factors: Sequence[float]
+    entries: Sequence[Any]
+    max_epoch: int
+
+    def cycle(self, *args: Any) -> Any: ...
+
+    def bn_groups(self, *args: Any) -> Any: ...
+
+    def iters_in_epoch(self, epoch: int, dataset_size: int) -> int: ...
+
+    def iter_shape(self, epoch: int, iteration: int) -> Any: ...
 
 
 def check_structure(schedule: MultigridSchedule) -> None:
