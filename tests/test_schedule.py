@@ -7,8 +7,7 @@ import os
 import pytest
 
 from slowfast.config import ConfigError, get_cfg, load_config
-from slowfast.multigrid import MultigridSchedule
-from slowfast.multigrid import report
+from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.multigrid.shapes import bn_layout
 

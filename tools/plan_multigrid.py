@@ -21,8 +21,7 @@ import sys
 from typing import Optional
 
 from slowfast.launch.config import load_run_config
-from slowfast.multigrid import MultigridSchedule
-from slowfast.multigrid import report
+from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.report import format_table
 
 DEFAULT_DATASET_SIZE = 240000  # about Kinetics-400's training set
