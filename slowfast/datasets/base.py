@@ -1,4 +1,4 @@
-"""Logic shared by the video datasets: requests, views, bad data, transforms.
+"""Logic shared by the video datasets: views, bad data, transforms.
 
 A dataset item is requested as
 
@@ -10,6 +10,8 @@ A dataset item is requested as
   ``seed``. The training batch sampler always passes a seed derived from
   (RNG_SEED, epoch, index), so an epoch's clips do not depend on the number
   of loader workers or on which worker loads which item.
+
+(``slowfast.datasets.request`` parses requests and mixes seeds.)
 
 Splits: "train" holds one entry per video, sampled randomly; "val" holds one
 deterministic view per video (centre clip, centre crop at the test scale);
@@ -40,6 +42,7 @@ from slowfast.datasets.frame_cache import FrameCache
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError, label_problem
 from slowfast.datasets.rendition_reader import RenditionReader, read_frame_files
+from slowfast.datasets.request import mix_seed, parse_request
 from slowfast.datasets.transforms import (
     jitter_size,
     pack_pathways,
@@ -51,47 +54,6 @@ from slowfast.models.describe import describe_model
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
-_MASK64 = (1 << 64) - 1
-
-
-def mix_seed(*parts: int) -> int:
-    """Combines integers into one 64-bit seed (order matters, deterministic).
-
-    Args:
-        *parts: integers (e.g. RNG_SEED, epoch, index).
-
-    Returns:
-        int: a seed for ``random.Random``.
-    """
-    value = 0x243F6A8885A308D3
-    for part in parts:
-        value = (value ^ (int(part) & _MASK64)) * 0x100000001B3 & _MASK64
-        value ^= value >> 29
-    return value
-
-
-def parse_request(request: Any) -> Tuple[int, Optional[SamplingGrid], Optional[int]]:
-    """Splits a dataset request into (index, grid, seed).
-
-    Args:
-        request: ``i``, ``(i, grid)`` or ``(i, grid, seed)``.
-
-    Returns:
-        tuple: index, grid (None: config shape) and seed (None: unseeded).
-    """
-    if isinstance(request, (tuple, list)):
-        if not 1 <= len(request) <= 3:
-            raise ValueError(
-                f"dataset request must be (index, grid[, seed]), got {request!r}"
-            )
-        index = request[0]
-        grid = request[1] if len(request) > 1 else None
-        seed = request[2] if len(request) > 2 else None
-    else:
-        index, grid, seed = request, None, None
-    if grid is not None and not isinstance(grid, SamplingGrid):
-        raise TypeError(f"dataset request grid must be a SamplingGrid, got {grid!r}")
-    return int(index), grid, (None if seed is None else int(seed))
 
 
 class VideoDataset(Dataset):

@@ -28,10 +28,10 @@ from torch.utils.data import DataLoader, Sampler
 from torch.utils.data.distributed import DistributedSampler
 
 from slowfast.config.derived import global_batch_size, stop_signals, worker_niceness
-from slowfast.datasets.base import mix_seed
 from slowfast.datasets.build import build_dataset, dataset_name
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError
+from slowfast.datasets.request import mix_seed
 
 logger = logging.getLogger(__name__)
 
