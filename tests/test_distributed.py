@@ -44,6 +44,7 @@ def _collectives_job(cfg, rank, world_size):
             "empty": empty,
             "decided": decided,
             "refused": refused,
+            "threads": torch.get_num_threads(),
         },
         os.path.join(cfg.OUTPUT_DIR, f"rank{rank}.pyth"),
     )
@@ -60,7 +61,7 @@ def _failing_job(cfg, rank, world_size):
 def _single_job(cfg, rank, world_size):
     assert not du.is_initialized()
     with open(os.path.join(cfg.OUTPUT_DIR, "single.txt"), "w") as f:
-        f.write(f"{rank} {world_size}")
+        f.write(f"{rank} {world_size} {torch.get_num_threads()}")
 
 
 def _cpu_cfg(tmp_path, procs):
@@ -84,15 +85,42 @@ def test_rank_layout():
     assert du.procs_per_machine(load_config([], ["NUM_GPUS", "2"])) == 2
 
 
-def test_launch_single_process_runs_in_process(tmp_path):
+def test_cpu_thread_rule(monkeypatch):
+    cfg = load_config([], ["NUM_GPUS", "0", "NUM_CPU_PROCS", "2"])
+    rule = spawn.cpu_threads_per_process
+    assert [rule(cfg, cores=c) for c in (1, 2, 3, 16, 17)] == [1, 1, 1, 8, 8]
+    assert rule(cfg, num_procs=3, cores=16) == 5  # the launcher's count wins
+    assert rule(load_config([], ["NUM_GPUS", "2"]), cores=16) is None  # GPU: torch's
+    # The cores: the CPU affinity where narrower than os.cpu_count().
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {2, 3, 5}, raising=False)
+    assert spawn.available_cores() == 3
+    assert rule(cfg) == 1
+    monkeypatch.delattr(os, "sched_getaffinity")  # not on every platform
+    assert spawn.available_cores() == 8 and rule(cfg) == 4
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert spawn.available_cores() == 1
+
+
+def test_launch_single_process_runs_in_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(spawn, "available_cores", lambda: 3)
     spawn.launch_job(_cpu_cfg(tmp_path, 1), "tcp://localhost:1", _single_job)
-    assert (tmp_path / "single.txt").read_text() == "0 1"
+    # All the cores for the run, then the caller's count again (conftest: 1).
+    assert (tmp_path / "single.txt").read_text() == "0 1 3"
+    assert torch.get_num_threads() == 1
 
 
-def test_two_process_cpu_launch(tmp_path):
+def test_two_process_cpu_launch(tmp_path, monkeypatch):
     cfg = _cpu_cfg(tmp_path, 2)
     init = f"file://{tmp_path / 'rendezvous'}"
+    # A thread variable set by hand (or by torchrun) does not change the rule.
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
     spawn.launch_job(cfg, init, _collectives_job)
+    threads = max(1, spawn.available_cores() // 2)
+    log = (tmp_path / "stdout.log").read_text()
+    assert f"CPU threads: {threads} per process" in log
+    assert log.count("CPU threads") == 1  # rank 0 alone
+    assert "OMP_NUM_THREADS=5 in the environment not used" in log
     expected_varlen = torch.cat(
         [
             torch.arange(ROWS[r] * 2, dtype=torch.float32).view(-1, 2) + 100 * r
@@ -110,6 +138,7 @@ def test_two_process_cpu_launch(tmp_path):
         # rank 0 decides for both; its error reaches both
         assert seen["decided"] == "made by 0"
         assert seen["refused"] == "'refused by 0'"
+        assert seen["threads"] == threads
 
 
 def test_child_error_propagates_with_traceback(tmp_path):

@@ -21,13 +21,21 @@ from slowfast.launch.launcher import (
     first_host,
     tasks_per_node,
 )
+from slowfast.launch.spawn import available_cores
 
 from .conftest import REPO_ROOT
 
 CFG = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.yaml")
 RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
 SUBMIT = os.path.join(REPO_ROOT, "tools", "submit.py")
-ENV = dict(os.environ, OMP_NUM_THREADS="1")
+# No thread variable: every CPU process takes cores // processes threads itself
+# (launch/spawn.py), so the launchers' runs agree without OMP_NUM_THREADS.
+ENV = {
+    k: v
+    for k, v in os.environ.items()
+    if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+}
+THREADS = f"CPU threads: {max(1, available_cores() // 2)} per process"
 TIMEOUT = 300
 
 
@@ -165,6 +173,7 @@ def test_torchrun_and_srun_run_the_spawned_job_and_resume_a_preemption(
     cmd += ["tcp://127.0.0.1:29641", *_opts(demo_data, spawn), "NUM_CPU_PROCS", "2"]
     out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
     assert out.returncode == 0, out.stderr[-3000:]
+    assert THREADS in (spawn / "stdout.log").read_text()
     expected = _weights(spawn)
 
     torchrun = tmp_path / "torchrun"
@@ -176,6 +185,8 @@ def test_torchrun_and_srun_run_the_spawned_job_and_resume_a_preemption(
     log = (torchrun / "stdout.log").read_text()
     assert "launcher torchrun: 1 node(s) x 2 CPU process(es) = 2" in log
     assert "NUM_CPU_PROCS 1 -> 2 (from torchrun)" in log
+    # torchrun sets OMP_NUM_THREADS=1 in its workers; the rule replaces it.
+    assert THREADS in log and "OMP_NUM_THREADS=1 in the environment not used" in log
     _assert_same(expected, _weights(torchrun))
 
     # Two processes started as srun starts them: one job. Rank 1 alone gets
@@ -205,10 +216,8 @@ def test_torchrun_and_srun_run_the_spawned_job_and_resume_a_preemption(
     assert len(mid) == 1
     procs = start()  # the requeued job: the same command
     assert [p.wait(timeout=TIMEOUT) for p in procs] == [0, 0]
-    assert (
-        "launcher srun: 1 node(s) x 2 CPU process(es)"
-        in (srun / "stdout.log").read_text()
-    )
+    log = (srun / "stdout.log").read_text()
+    assert "launcher srun: 1 node(s) x 2 CPU process(es)" in log and THREADS in log
     _assert_same(expected, _weights(srun))
 
 

@@ -2,8 +2,14 @@
 
 ``launch_job`` spawns one process per GPU (or NUM_CPU_PROCS on CPU), or runs
 in this process when the job has one; ``run_in_group`` is what each process
-runs (also under torchrun, srun and submitit): join the process group, run
-the stages, leave the group.
+runs (also under torchrun, srun and submitit): set its CPU threads, join the
+process group, run the stages, leave the group.
+
+CPU threads: on CPU (NUM_GPUS 0) every process takes ``cores // processes per
+machine`` intra-op threads, at least 1, however it was started
+(``cpu_threads_per_process``, ``available_cores``): the spawned, torchrun and
+srun runs of one config then compute with the same threads and end with the
+same weights. GPU runs keep torch's threads.
 """
 
 import gc
@@ -18,15 +24,102 @@ import torch.multiprocessing as mp
 from fvcore.common.config import CfgNode
 
 from slowfast.utils.distributed import init_process_group, procs_per_machine
+from slowfast.utils.logging import setup_logging
 
 logger = logging.getLogger(__name__)
 
 JobFunc = Callable[[CfgNode, int, int], None]
+# Thread variables that the CPU thread rule replaces (torchrun sets the first).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def global_rank(shard_id: int, num_procs: int, local_rank: int) -> int:
     """Returns the global rank of process ``local_rank`` on machine ``shard_id``."""
     return shard_id * num_procs + local_rank
+
+
+def available_cores() -> int:
+    """The CPUs this process may run on: its CPU affinity, or os.cpu_count().
+
+    The affinity (``os.sched_getaffinity``, where the platform has it) is used
+    when it is narrower than ``os.cpu_count()``. This is what keeps the launch
+    modes identical on one machine: a process inherits the affinity of the
+    process that started it, so the processes spawned by ``launch_job``,
+    torchrun's workers and srun's (or submitit's) tasks all count the cores
+    of the shell or launcher they came from, and all count the same. It is
+    also how to give a run fewer cores (``taskset -c 0-7 ...``, ``numactl``, a
+    container's or a SLURM allocation's cpuset), in every launch mode alike;
+    ``os.cpu_count()`` alone would ignore such limits and oversubscribe them.
+    A CPU quota without a cpuset (``docker --cpus``) is not seen. Per-task
+    binding (``srun --cpu-bind`` giving each task its own cores) makes the
+    affinity a task's share, which ``cpu_threads_per_process`` divides again:
+    bind CPU jobs per job (``--cpu-bind=none``) rather than per task.
+
+    Returns:
+        int: at least 1.
+    """
+    count = os.cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        count = min(count, len(os.sched_getaffinity(0)))
+    return max(1, count)
+
+
+def cpu_threads_per_process(
+    cfg: CfgNode, num_procs: Optional[int] = None, cores: Optional[int] = None
+) -> Optional[int]:
+    """The intra-op threads of each CPU process: ``cores // num_procs``, >= 1.
+
+    Applies to CPU runs only; GPU runs (NUM_GPUS > 0) keep torch's threads
+    (None), as their processes compute on the GPU.
+
+    An OMP_NUM_THREADS (or MKL_NUM_THREADS) in the environment is not used:
+    torchrun sets OMP_NUM_THREADS=1 in its workers when it is unset, which
+    cannot be told apart from a value set by hand, and honouring it would
+    give a torchrun run other threads (and other weights) than the spawned
+    run of the same config. To use fewer cores, narrow the CPU affinity
+    (``available_cores``).
+
+    Args:
+        cfg: the run's config (NUM_GPUS, NUM_CPU_PROCS).
+        num_procs: processes on this machine (default:
+            ``procs_per_machine(cfg)``, which the launchers' layout sets).
+        cores: cores of this machine (default: ``available_cores()``).
+
+    Returns:
+        The thread count, or None for a GPU run.
+    """
+    if cfg.NUM_GPUS > 0:
+        return None
+    num_procs = procs_per_machine(cfg) if num_procs is None else num_procs
+    cores = available_cores() if cores is None else cores
+    return max(1, cores // max(1, num_procs))
+
+
+def _set_cpu_threads(cfg: CfgNode, rank: int, num_procs: Optional[int]) -> int:
+    """Applies ``cpu_threads_per_process`` here; returns the previous count.
+
+    Rank 0 logs the choice, and the thread variables it leaves unused.
+    """
+    previous = torch.get_num_threads()
+    cores = available_cores()
+    num_procs = procs_per_machine(cfg) if num_procs is None else num_procs
+    threads = cpu_threads_per_process(cfg, num_procs, cores)
+    if threads is None:
+        return previous
+    torch.set_num_threads(threads)
+    if rank == 0:
+        unused = [f"{k}={os.environ[k]}" for k in THREAD_VARIABLES if k in os.environ]
+        logger.info(
+            "CPU threads: %d per process (%d cores // %d processes per machine)%s",
+            threads,
+            cores,
+            num_procs,
+            f"; {', '.join(unused)} in the environment not used (narrow the "
+            "CPU affinity to use fewer cores)"
+            if unused
+            else "",
+        )
+    return previous
 
 
 def run_in_group(
@@ -36,12 +129,15 @@ def run_in_group(
     rank: int,
     world_size: int,
     local_rank: int,
+    num_procs: Optional[int] = None,
 ) -> None:
     """Runs ``func(cfg, rank, world_size)`` for each of ``funcs`` in this process.
 
-    Joins the process group first (none with one process) and leaves it at
-    the end. An exception is logged (rank > 0: to its own log, see
-    ``utils.logging``) and re-raised.
+    On CPU, sets this process's threads first (``cpu_threads_per_process``,
+    logged by rank 0) and restores the previous count at the end. Joins the
+    process group (none with one process) and leaves it at the end. An
+    exception is logged (rank > 0: to its own log, see ``utils.logging``)
+    and re-raised.
 
     Args:
         funcs: the job's stages (training, testing), in order.
@@ -50,12 +146,28 @@ def run_in_group(
         rank: global rank.
         world_size: number of processes.
         local_rank: index of this process on its machine (its GPU).
+        num_procs: processes on this machine (default:
+            ``procs_per_machine(cfg)``).
     """
-    use_cuda = cfg.NUM_GPUS > 0
-    if use_cuda:  # modulo: a task may see only its own GPU
+    if cfg.NUM_GPUS > 0:  # modulo: a task may see only its own GPU
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
+    previous_threads = _set_cpu_threads(cfg, rank, num_procs)
+    try:
+        _run_in_group(funcs, cfg, init_method, rank, world_size)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _run_in_group(
+    funcs: Sequence[JobFunc],
+    cfg: CfgNode,
+    init_method: str,
+    rank: int,
+    world_size: int,
+) -> None:
+    """``run_in_group`` once the device and threads are set."""
     if world_size > 1:
-        backend = cfg.DIST_BACKEND if use_cuda else "gloo"
+        backend = cfg.DIST_BACKEND if cfg.NUM_GPUS > 0 else "gloo"
         init_process_group(
             backend, init_method, world_size, rank, cfg.DIST_TIMEOUT_MINUTES
         )
@@ -88,11 +200,16 @@ def _worker(
     num_procs: int,
     num_shards: int,
 ) -> None:
-    """Entry point of one spawned process; exits with the job's status."""
+    """Entry point of one spawned process; exits with the job's status.
+
+    Sets up this process's logging first, as the entry points of torchrun's
+    and srun's processes do (``tools/run_net.py``).
+    """
     world_size = num_procs * num_shards
     rank = global_rank(shard_id, num_procs, local_rank)
+    setup_logging(cfg.OUTPUT_DIR, rank)
     try:
-        run_in_group(funcs, cfg, init_method, rank, world_size, local_rank)
+        run_in_group(funcs, cfg, init_method, rank, world_size, local_rank, num_procs)
     except Exception as err:
         status = getattr(err, "exit_status", None)
         if status is None:
@@ -148,7 +265,7 @@ def launch_job(
     shard_id = cfg.SHARD_ID if shard_id is None else shard_id
     num_shards = cfg.NUM_SHARDS if num_shards is None else num_shards
     if num_procs * num_shards == 1:
-        run_in_group(funcs, cfg, init_method, 0, 1, 0)
+        run_in_group(funcs, cfg, init_method, 0, 1, 0, num_procs)
         return
     use_cuda = cfg.NUM_GPUS > 0
     logger.info(
