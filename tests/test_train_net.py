@@ -303,6 +303,7 @@ def test_rerun_after_a_kill_before_the_final_validation_runs_it(demo_data, tmp_p
              "TRAIN.BATCH_SIZE", "2", "BN.USE_PRECISE_STATS", "False"]  # fmt: skip
     cfg = _cfg("Kinetics_I3D_tiny.yaml", demo_data / "kinetics", tmp_path, extra)
     stats = tmp_path / "json_stats.log"
+    run_state = tmp_path / "run_state.json"
 
     def val_lines():
         lines = [json.loads(s) for s in stats.read_text().splitlines() if s.strip()]
@@ -310,9 +311,43 @@ def test_rerun_after_a_kill_before_the_final_validation_runs_it(demo_data, tmp_p
 
     train(cfg)
     assert len(val_lines()) == 1
+    state = json.loads(run_state.read_text())
+    assert state["trained_epochs"] == [1] and state["validated_epochs"] == [1]
+    # Killed after the checkpoint, before the validation: neither records it.
     kept = [s for s in stats.read_text().splitlines() if '"val_epoch"' not in s]
-    stats.write_text("\n".join(kept) + "\n")  # killed after the checkpoint
+    stats.write_text("\n".join(kept) + "\n")
+    run_state.write_text(json.dumps({**state, "validated_epochs": []}))
     train(cfg)
     assert [s["epoch"] for s in val_lines()] == ["1/1"]
+    assert json.loads(run_state.read_text())["validated_epochs"] == [1]
     train(cfg)  # nothing left to do: no second validation
     assert len(val_lines()) == 1
+
+
+def test_the_run_state_decides_not_the_log(demo_data, tmp_path):
+    extra = ["SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS", "[0]", "SOLVER.LRS", "[1]",
+             "TRAIN.BATCH_SIZE", "2", "BN.USE_PRECISE_STATS", "False",
+             "TEST.BATCH_SIZE", "4", "TEST.NUM_ENSEMBLE_VIEWS", "1",
+             "TEST.NUM_SPATIAL_CROPS", "1"]  # fmt: skip
+    cfg = _cfg("Kinetics_I3D_tiny.yaml", demo_data / "kinetics", tmp_path, extra)
+    stats = tmp_path / "json_stats.log"
+
+    def count(kind):
+        lines = stats.read_text().splitlines()
+        return sum(json.loads(s)["_type"] == kind for s in lines if s.strip())
+
+    train(cfg)
+    first = run_test(cfg)
+    state = json.loads((tmp_path / "run_state.json").read_text())
+    (tested,) = state["tests"]
+    path = cu.get_last_checkpoint(str(tmp_path), epochs_only=True)
+    assert tested["checkpoint"] == path and tested["top1_err"] == first["top1_err"]
+    info = os.stat(path)
+    assert tested["checkpoint_file"] == f"{info.st_size}-{info.st_mtime_ns}"
+    # A log without its val_epoch and test_final lines does not matter any more.
+    lines = stats.read_text().splitlines()
+    kept = [s for s in lines if '"val_epoch"' not in s and '"test_final"' not in s]
+    stats.write_text("\n".join(kept) + "\n")
+    train(cfg)
+    assert run_test(cfg)["top1_err"] == first["top1_err"]
+    assert count("val_epoch") == 0 and count("test_final") == 0

@@ -1,6 +1,7 @@
 """Validation and multi-view testing: run views, gather, ensemble, score."""
 
 import logging
+from dataclasses import dataclass
 from typing import Callable, ContextManager
 
 import torch
@@ -122,9 +123,10 @@ def stack_labels(labels: list) -> torch.Tensor:
 def evaluate(
     model: nn.Module,
     loader: DataLoader,
-    cfg: CfgNode,
     device: torch.device,
     autocast: Callable[[], ContextManager],
+    ensemble_method: str,
+    multi_label: bool,
 ) -> tuple[dict, torch.Tensor, torch.Tensor]:
     """Runs every view of a val/test loader and scores the videos.
 
@@ -132,9 +134,10 @@ def evaluate(
         model: the model.
         loader: the val or test loader (its dataset has ``num_videos`` and
             ``video_labels()``).
-        cfg: the config (DATA.ENSEMBLE_METHOD, DATA.MULTI_LABEL).
         device: where the model runs.
         autocast: returns the autocast context for the forward pass.
+        ensemble_method: how views combine (DATA.ENSEMBLE_METHOD).
+        multi_label: mAP instead of top-k errors (DATA.MULTI_LABEL).
 
     Returns:
         (metrics, video scores [N, K], video labels).
@@ -143,7 +146,7 @@ def evaluate(
     video_idx, scores = run_views(model, loader, device, autocast)
     num_videos = dataset.num_videos
     video_scores, counts = ensemble_views(
-        video_idx, scores, num_videos, cfg.DATA.ENSEMBLE_METHOD
+        video_idx, scores, num_videos, ensemble_method
     )
     labels = stack_labels(dataset.video_labels())
     missing = int((counts == 0).sum())
@@ -155,7 +158,58 @@ def evaluate(
             f"evaluation: views per video range {int(counts.min())}.."
             f"{int(counts.max())}, expected {expected}"
         )
-    metrics = video_metrics(video_scores, labels, cfg.DATA.MULTI_LABEL)
+    metrics = video_metrics(video_scores, labels, multi_label)
     metrics["num_videos"] = num_videos
     metrics["views_per_video"] = expected
     return metrics, video_scores, labels
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """One model scored on one val/test loader, as often as asked.
+
+    Attributes:
+        model: the model (unwrapped: evaluation is not a collective forward).
+        loader: the val or test loader.
+        device: where the model runs.
+        autocast: returns the autocast context for the forward pass.
+        ensemble_method: how views combine (DATA.ENSEMBLE_METHOD).
+        multi_label: mAP instead of top-k errors (DATA.MULTI_LABEL).
+    """
+
+    model: nn.Module
+    loader: DataLoader
+    device: torch.device
+    autocast: Callable[[], ContextManager]
+    ensemble_method: str
+    multi_label: bool
+
+    @classmethod
+    def from_cfg(
+        cls,
+        cfg: CfgNode,
+        model: nn.Module,
+        loader: DataLoader,
+        device: torch.device,
+        autocast: Callable[[], ContextManager],
+    ) -> "Evaluator":
+        """The evaluator of ``model`` on ``loader`` with the config's DATA settings."""
+        return cls(
+            model,
+            loader,
+            device,
+            autocast,
+            cfg.DATA.ENSEMBLE_METHOD,
+            cfg.DATA.MULTI_LABEL,
+        )
+
+    def run(self) -> tuple[dict, torch.Tensor, torch.Tensor]:
+        """Scores every view; returns (metrics, video scores, video labels)."""
+        return evaluate(
+            self.model,
+            self.loader,
+            self.device,
+            self.autocast,
+            self.ensemble_method,
+            self.multi_label,
+        )

@@ -7,7 +7,8 @@ reads as the run's table of contents:
    BN grouping (the one multigrid schedule drives all three).
 2. ``NonFiniteGuard``: stops the run at the first non-finite loss.
 3. ``BadDataHook``: counts videos that failed to load; fails past the bound.
-4. ``JsonMetricsWriter``: the ``train_iter`` / ``train_epoch`` lines.
+4. ``JsonMetricsWriter``: the ``train_iter`` / ``train_epoch`` lines;
+   ``RunStateHook``: the trained epoch in ``run_state.json``.
 5. ``PreciseBNHook``, ``BufferSyncHook``, ``CheckpointHook``, ``EvalHook``:
    the end of an epoch, when their periods say.
 6. ``TensorBoardWriter``: the same numbers for TensorBoard.
@@ -22,18 +23,18 @@ import logging
 from typing import Callable, Optional
 
 import torch
-from fvcore.common.config import CfgNode
 from fvcore.nn.precise_bn import update_bn_stats
 from torch import nn
 
 from slowfast.checkpoint import io as cu
 from slowfast.datasets.bad_data import BadDataMonitor
 from slowfast.engine import runtime
-from slowfast.engine.evaluator import evaluate
+from slowfast.engine.evaluator import Evaluator
 from slowfast.engine.loop import HookBase, LoopState
 from slowfast.engine.meters import TrainMeter, data_wait_text
 from slowfast.engine.optimizer import set_lr
-from slowfast.engine.resume import save
+from slowfast.engine.resume import Checkpointer
+from slowfast.engine.run_state import RunStateRecorder
 from slowfast.utils import distributed as du
 from slowfast.utils.logging import log_json_stats
 
@@ -270,15 +271,20 @@ class BufferSyncHook(HookBase):
 
 class CheckpointHook(HookBase):
     """Saves model, optimizer, scaler, every process's RNG states and the
-    state of the run's hooks (``hooks``, set by whoever lists them)."""
+    state of the run's hooks (``hooks``, set by whoever lists them) after
+    every ``period`` epochs and the last.
 
-    def __init__(self, cfg: CfgNode, ctx, model, optimizer, scaler):
-        self.cfg, self.ctx, self.model = cfg, ctx, model
-        self.optimizer, self.scaler = optimizer, scaler
+    Args:
+        checkpointer: the run's ``resume.Checkpointer``.
+        period: epochs between checkpoints (TRAIN.CHECKPOINT_PERIOD; 0: none).
+    """
+
+    def __init__(self, checkpointer: Checkpointer, period: int):
+        self.checkpointer, self.period = checkpointer, period
         self.hooks: list = []
 
     def after_epoch(self, state: LoopState) -> None:
-        if is_due(state.epoch, self.cfg.TRAIN.CHECKPOINT_PERIOD, state.max_epoch):
+        if is_due(state.epoch, self.period, state.max_epoch):
             self.save(state)
 
     def save(self, state: LoopState, mid_epoch: bool = False) -> Optional[str]:
@@ -289,12 +295,7 @@ class CheckpointHook(HookBase):
         """
         rng = runtime.get_rng_state()
         hook_states = {type(h).__name__: h.state_dict() for h in self.hooks}
-        return save(
-            self.cfg,
-            self.ctx,
-            self.model,
-            self.optimizer,
-            self.scaler,
+        return self.checkpointer.save(
             state.epoch - 1 if mid_epoch else state.epoch,
             rng,
             {name: s for name, s in hook_states.items() if s},
@@ -303,23 +304,54 @@ class CheckpointHook(HookBase):
 
 
 class EvalHook(HookBase):
-    """One view per video of the val split, every TRAIN.EVAL_PERIOD epochs."""
+    """One view per video of the val split, every ``period`` epochs and the last.
 
-    def __init__(self, cfg: CfgNode, ctx, model, loader, autocast):
-        self.cfg, self.model, self.loader = cfg, model, loader
-        self.device, self.autocast, self.rank = ctx.device, autocast, ctx.rank
+    Args:
+        evaluator: the model on the val loader (``evaluator.Evaluator``).
+        period: epochs between validations (TRAIN.EVAL_PERIOD).
+        output_dir: OUTPUT_DIR (``json_stats.log``).
+        rank: global rank (rank 0 writes).
+        run_state: records the validated epochs (``run_state.json``).
+    """
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        period: int,
+        output_dir: str,
+        rank: int,
+        run_state: RunStateRecorder,
+    ):
+        self.evaluator, self.period = evaluator, period
+        self.output_dir, self.rank, self.run_state = output_dir, rank, run_state
 
     def after_epoch(self, state: LoopState) -> None:
-        if not is_due(state.epoch, self.cfg.TRAIN.EVAL_PERIOD, state.max_epoch):
-            return
+        if is_due(state.epoch, self.period, state.max_epoch):
+            self.validate(state)
+
+    def validate(self, state: LoopState) -> None:
+        """Validates the model after epoch ``state.epoch``, due or not."""
         with runtime.preserved_rng():
-            metrics, _, _ = evaluate(
-                self.model, self.loader, self.cfg, self.device, self.autocast
-            )
+            metrics, _, _ = self.evaluator.run()
         stats = {"_type": "val_epoch", "epoch": epoch_str(state)}
         stats.update(metrics)
-        log_json_stats(stats, self.cfg.OUTPUT_DIR, self.rank)
+        log_json_stats(stats, self.output_dir, self.rank)
+        self.run_state.validated(state.epoch + 1)
         state.val_metrics = metrics
+
+
+class RunStateHook(HookBase):
+    """Records each trained epoch in ``run_state.json`` (see ``run_state.py``).
+
+    Args:
+        run_state: the run's recorder (rank 0 writes).
+    """
+
+    def __init__(self, run_state: RunStateRecorder):
+        self.run_state = run_state
+
+    def after_epoch(self, state: LoopState) -> None:
+        self.run_state.trained(state.epoch + 1)
 
 
 class TensorBoardWriter(HookBase):

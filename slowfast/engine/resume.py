@@ -211,3 +211,47 @@ def save(
             logger.info("removed the older mid-epoch checkpoint %s", old)
     du.barrier()
     return path
+
+
+@dataclass(frozen=True)
+class Checkpointer:
+    """The run's checkpoint writer: what a checkpoint holds, and where it goes.
+
+    Attributes:
+        cfg: the run's config (stored in each checkpoint, with its fingerprint;
+            OUTPUT_DIR is where checkpoints go).
+        ctx: this process's run context.
+        model: the model (possibly DDP-wrapped).
+        optimizer: the optimizer.
+        scaler: the GradScaler, or None.
+    """
+
+    cfg: CfgNode
+    ctx: du.RunContext
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scaler: Optional[object]
+
+    def save(
+        self,
+        epoch: int,
+        rng_state: dict,
+        hook_states: Optional[dict] = None,
+        iteration: Optional[int] = None,
+    ) -> Optional[str]:
+        """Saves a checkpoint (collective); see ``save``.
+
+        Returns:
+            str | None: the path written (None on the other processes).
+        """
+        return save(
+            self.cfg,
+            self.ctx,
+            self.model,
+            self.optimizer,
+            self.scaler,
+            epoch,
+            rng_state,
+            hook_states,
+            iteration=iteration,
+        )

@@ -8,25 +8,29 @@ from typing import Optional
 import simplejson
 import torch
 from fvcore.common.config import CfgNode
+from torch.utils.data import DataLoader
 
 from slowfast.checkpoint import io as cu
 from slowfast.checkpoint.fingerprint import test_settings
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.engine import runtime
-from slowfast.engine.evaluator import evaluate
+from slowfast.engine.evaluator import Evaluator
 from slowfast.engine.memory_format import choose_channels_last
 from slowfast.engine.metrics import chance_map
-from slowfast.models import build_model
-from slowfast.utils.distributed import (
-    RunContext,
-    all_gather_objects,
-    decided_on_master,
+from slowfast.engine.run_state import (
+    RUN_STATE_FILE,
+    RunStateError,
+    RunStateRecorder,
+    file_identity,
+    read_run_state,
 )
-from slowfast.utils.logging import JSON_STATS_LOG, log_json_stats, setup_logging
+from slowfast.models import build_model
+from slowfast.utils.distributed import RunContext, decided_on_master
+from slowfast.utils.logging import format_json_stats, log_json_stats, setup_logging
 
 logger = logging.getLogger(__name__)
 
-# The results a rerun prints from json_stats.log.
+# The results a rerun prints from run_state.json.
 SHOWN = ("map", "num_videos", "top1_err", "top5_err", "views_per_video")
 
 
@@ -54,6 +58,8 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     """Tests with NUM_ENSEMBLE_VIEWS x NUM_SPATIAL_CROPS views per video.
 
     Per-video scores and labels are saved to OUTPUT_DIR/TEST.SAVE_RESULTS_PATH.
+    A checkpoint already tested with these settings (run_state.json) is not
+    tested again unless TEST.RERUN: its results are returned.
 
     Args:
         cfg: the frozen config.
@@ -67,23 +73,60 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     runtime.check_data_dir(cfg)
     runtime.seed_everything(cfg.RNG_SEED)
     ctx = RunContext.create(cfg, rank, world_size)
-    device = ctx.device
     path = decided_on_master(
         ctx.is_master, lambda: _checkpoint_to_test(cfg), (cu.CheckpointError,)
     )
-    done = all_gather_objects(_logged_result(cfg, path) if ctx.is_master else None)[0]
+    done = _earlier_result(cfg, ctx, path)
+    if done is not None:
+        return done
+    model = _load_model(cfg, path, ctx.device)
+    loader = _build_test_loader(cfg, ctx, path)
+    autocast = runtime.autocast_factory(cfg, ctx.device)
+    evaluator = Evaluator.from_cfg(cfg, model, loader, ctx.device, autocast)
+    metrics, scores, labels = evaluator.run()
+    shutdown_workers(loader)
+    _record_result(cfg, ctx, path, metrics)
+    _log_result(metrics, labels, cfg.MODEL.NUM_CLASSES)
+    if ctx.is_master and cfg.TEST.SAVE_RESULTS_PATH:
+        _save_results(cfg, path, loader.dataset, scores, labels)
+    if ctx.is_master and cfg.TENSORBOARD.ENABLE:
+        _write_test_scalars(cfg, metrics, path)
+    return metrics
+
+
+def _earlier_result(cfg: CfgNode, ctx: RunContext, path: str) -> Optional[dict]:
+    """The recorded test of ``path`` with this config's settings, logged as
+    such (every process gets rank 0's answer); None: test it (or TEST.RERUN)."""
+
+    def find() -> Optional[dict]:
+        if cfg.TEST.RERUN:
+            return None
+        state = read_run_state(cfg.OUTPUT_DIR)
+        return state.find_test(path, test_settings(cfg))
+
+    done = decided_on_master(ctx.is_master, find, (RunStateError,))
     if done is not None:
         logger.info(
-            "%s is already tested with these settings (json_stats.log): %s; set "
+            "%s is already tested with these settings (%s): %s; set "
             "TEST.RERUN True to test it again",
             path,
+            RUN_STATE_FILE,
             ", ".join(f"{k} {v}" for k, v in sorted(done.items()) if k in SHOWN),
         )
-        return done
+    return done
+
+
+def _load_model(cfg: CfgNode, path: str, device: torch.device) -> torch.nn.Module:
+    """The model on ``device`` with the weights of checkpoint ``path``."""
     model = build_model(cfg, choose_channels_last(cfg)).to(device)
     cu.load_checkpoint(
         path, model, convert_from_caffe2=cfg.TEST.CHECKPOINT_TYPE == "caffe2"
     )
+    return model
+
+
+def _build_test_loader(cfg: CfgNode, ctx: RunContext, path: str) -> DataLoader:
+    """This process's shard of the test views (logged with the checkpoint)."""
     loader = construct_loader(cfg, "test", num_procs=ctx.world_size, rank=ctx.rank)
     logger.info(
         "testing %s on %d views (%d videos)",
@@ -91,14 +134,24 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
         len(loader.dataset),
         loader.dataset.num_videos,
     )
-    autocast = runtime.autocast_factory(cfg, device)
-    metrics, scores, labels = evaluate(model, loader, cfg, device, autocast)
-    shutdown_workers(loader)
+    return loader
+
+
+def _record_result(cfg: CfgNode, ctx: RunContext, path: str, metrics: dict) -> None:
+    """The ``test_final`` line in json_stats.log and the test in run_state.json,
+    with the checkpoint's identity and the test settings (rank 0 writes)."""
     stats = {"_type": "test_final", "checkpoint": path}
     stats["test_settings"] = test_settings(cfg)
-    stats["checkpoint_file"] = _file_identity(path)
+    stats["checkpoint_file"] = file_identity(path)
     stats.update(metrics)
     log_json_stats(stats, cfg.OUTPUT_DIR, ctx.rank)
+    # The record as the log holds it (floats rounded): a rerun returns it.
+    record = simplejson.loads(format_json_stats(stats))
+    RunStateRecorder(cfg.OUTPUT_DIR, ctx.is_master).tested(record)
+
+
+def _log_result(metrics: dict, labels: torch.Tensor, num_classes: int) -> None:
+    """One line: mAP against random scores, or top-1/top-5 accuracy."""
     views = metrics["views_per_video"]
     if "map" in metrics:
         logger.info(
@@ -117,53 +170,24 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
             metrics["num_videos"],
             views,
             "view" if views == 1 else "views",
-            100 / cfg.MODEL.NUM_CLASSES,
+            100 / num_classes,
         )
-    if ctx.is_master and cfg.TEST.SAVE_RESULTS_PATH:
-        dataset = loader.dataset
-        results = {
-            "video_scores": scores,
-            "video_labels": labels,
-            "video_ids": [dataset.video_id(i) for i in range(dataset.num_videos)],
-            "video_paths": [dataset.video_path(i) for i in range(dataset.num_videos)],
-            "checkpoint": path,
-        }
-        out = _results_path(cfg, path)
-        torch.save(results, out)
-        logger.info("per-video scores, labels, ids and paths saved to %s", out)
-    if ctx.is_master and cfg.TENSORBOARD.ENABLE:
-        _write_test_scalars(cfg, metrics, path)
-    return metrics
 
 
-def _logged_result(cfg: CfgNode, path: str) -> Optional[dict]:
-    """The ``test_final`` line of ``path`` tested with this config's settings,
-    when it is in json_stats.log and TEST.RERUN is off; else None."""
-    log = os.path.join(cfg.OUTPUT_DIR, JSON_STATS_LOG)
-    if cfg.TEST.RERUN or not os.path.exists(log):
-        return None
-    wanted = (path, test_settings(cfg), _file_identity(path))
-    found = None
-    with open(log) as f:
-        for line in f:
-            try:
-                stats = simplejson.loads(line) if line.strip() else {}
-            except ValueError:  # a line cut short by a kill
-                continue
-            seen = (
-                stats.get("checkpoint"),
-                stats.get("test_settings"),
-                stats.get("checkpoint_file"),
-            )
-            if stats.get("_type") == "test_final" and seen == wanted:
-                found = stats
-    return found
-
-
-def _file_identity(path: str) -> str:
-    """Size and modification time: a checkpoint written again is another one."""
-    info = os.stat(path)
-    return f"{info.st_size}-{info.st_mtime_ns}"
+def _save_results(
+    cfg: CfgNode, path: str, dataset, scores: torch.Tensor, labels: torch.Tensor
+) -> None:
+    """Per-video scores, labels, ids and paths to TEST.SAVE_RESULTS_PATH."""
+    results = {
+        "video_scores": scores,
+        "video_labels": labels,
+        "video_ids": [dataset.video_id(i) for i in range(dataset.num_videos)],
+        "video_paths": [dataset.video_path(i) for i in range(dataset.num_videos)],
+        "checkpoint": path,
+    }
+    out = _results_path(cfg, path)
+    torch.save(results, out)
+    logger.info("per-video scores, labels, ids and paths saved to %s", out)
 
 
 def _results_path(cfg: CfgNode, checkpoint: str) -> str:

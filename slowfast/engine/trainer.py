@@ -1,22 +1,30 @@
 """Training: one schedule object drives the loader, the LR and the BN groups.
 
-``Trainer`` builds the objects of a run (model, optimizer, loaders, schedule)
-and its hooks (``build_hooks``), then hands them to ``loop.TrainLoop``.
+``Trainer`` builds the objects of a run (model, optimizer, loaders, schedule;
+one builder of ``engine/builders.py`` each, called in order) and its hooks
+(``build_hooks``), then hands them to ``loop.TrainLoop``. What the run has
+trained and validated goes to ``run_state.json`` (``engine/run_state.py``).
 """
 
 import logging
 import os
 from typing import List, Optional
 
-import simplejson
 from fvcore.common.config import CfgNode
-from torch import nn
 
 from slowfast.config.derived import global_batch_size, stop_signals
-from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.engine import runtime
-from slowfast.engine.bn_grouping import BNGrouping, convert_to_sub_bn
+from slowfast.engine.builders import (
+    build_loaders,
+    build_model_for_run,
+    build_schedule,
+    check_iterations,
+    prepare_process,
+    wrap_for_processes,
+    write_run_files,
+)
+from slowfast.engine.evaluator import Evaluator
 from slowfast.engine.hooks import (
     BadDataHook,
     BufferSyncHook,
@@ -25,22 +33,20 @@ from slowfast.engine.hooks import (
     JsonMetricsWriter,
     NonFiniteGuard,
     PreciseBNHook,
+    RunStateHook,
     ScheduleHook,
     TensorBoardWriter,
     is_due,
 )
 from slowfast.engine.loop import HookBase, LoopState, TrainLoop
 from slowfast.engine.losses import get_loss_func
-from slowfast.engine.memory_format import choose_channels_last
 from slowfast.engine.optimizer import construct_optimizer
 from slowfast.engine.preemption import PreemptionHook, StopSignals
-from slowfast.engine.resume import resume_or_init
+from slowfast.engine.resume import Checkpointer, resume_or_init
+from slowfast.engine.run_state import RunStateError, RunStateRecorder
 from slowfast.engine.step import TrainStep
-from slowfast.models import build_model, describe_model
-from slowfast.models.model_stats import log_model_info
-from slowfast.multigrid import MultigridSchedule
-from slowfast.multigrid.checks import check_epochs_have_iterations
-from slowfast.utils.distributed import RunContext, all_gather_objects
+from slowfast.utils import distributed as du
+from slowfast.utils.distributed import RunContext
 from slowfast.utils.logging import setup_logging
 
 logger = logging.getLogger(__name__)
@@ -55,88 +61,54 @@ class Trainer:
         stop: the stop-signal catcher (installed by ``train`` before the run is
             built, so that a signal during set-up stops it after one
             iteration); None: one for TRAIN.STOP_SIGNALS, installed with the loop.
+
+    Attributes:
+        net: the model itself, never wrapped: what is validated and whose BN
+            statistics are recomputed or averaged over processes.
+        model: what the training step calls, the optimizer is built on and
+            checkpoints are saved from: ``net`` in DistributedDataParallel
+            with several processes, else ``net`` itself (the same object).
+        loaders: the training, val and precise-BN loaders (also as
+            ``train_loader``, ``val_loader`` and ``precise_loader``).
+        run_state: records the run's trained and validated epochs
+            (``run_state.json``).
+        start_epoch, start_iter, global_iter: where training continues.
     """
 
     def __init__(
         self, cfg: CfgNode, ctx: RunContext, stop: Optional[StopSignals] = None
     ) -> None:
-        self.cfg = cfg
-        self.ctx = ctx
+        self.cfg, self.ctx, self.device = cfg, ctx, ctx.device
         self.stop = stop or StopSignals(stop_signals(cfg))
-        rank, world_size = ctx.rank, ctx.world_size
-        runtime.check_data_dir(cfg)
-        runtime.seed_everything(cfg.RNG_SEED + rank)
-        self.device = ctx.device
+        prepare_process(cfg, ctx.rank)
         self.autocast = runtime.autocast_factory(cfg, self.device)
-
-        self.schedule = MultigridSchedule.from_cfg(cfg, num_procs=world_size)
-        info = describe_model(cfg)
-        multigrid = cfg.MULTIGRID.LONG_CYCLE or cfg.MULTIGRID.SHORT_CYCLE
-        if multigrid and not info.varying_shapes:
-            raise ValueError(
-                f"MODEL.MODEL_NAME = {cfg.MODEL.MODEL_NAME!r} takes clips of one "
-                "shape only; multigrid (MULTIGRID.LONG_CYCLE / SHORT_CYCLE) needs "
-                "a model that takes varying shapes"
-            )
-        self.schedule.validate(min_crop=info.spatial_stride, min_frames=info.min_frames)
-
-        model = build_model(cfg, choose_channels_last(cfg))
-        if ctx.is_master and cfg.LOG_MODEL_INFO:
-            with runtime.preserved_rng():  # logging must not change the run
-                log_model_info(model, cfg)
-        self.bn = None
-        if multigrid or cfg.BN.NORM_TYPE != "batchnorm":
-            convert_to_sub_bn(model)
-            sync_sizes = {
-                self.schedule.bn_sync_size(e) for e in range(self.schedule.max_epoch)
-            }
-            self.bn = BNGrouping(model, sync_sizes, world_size, rank)
-        model.to(self.device)  # keeps build_model's memory format
-        self.net = model  # unwrapped; self.model may be its DDP wrapper
-        self.model = model
-        if world_size > 1:
-            device_ids = [self.device.index] if self.device.type == "cuda" else None
-            self.model = nn.parallel.DistributedDataParallel(
-                model, device_ids=device_ids
-            )
+        self.schedule = build_schedule(cfg, ctx.world_size)
+        self.net, self.bn = build_model_for_run(cfg, ctx, self.schedule)
+        self.model = wrap_for_processes(self.net, ctx)
         self.optimizer = construct_optimizer(self.model, cfg)
         self.scaler = runtime.make_grad_scaler(cfg, self.device)
         self.loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
-
-        self.train_loader = construct_loader(
-            cfg, "train", plan_fn=self._plan, num_procs=world_size, rank=rank
-        )
-        self.val_loader = None  # TRAIN.EVAL_PERIOD 0: no validation, no val split
-        if cfg.TRAIN.EVAL_PERIOD > 0:
-            self.val_loader = construct_loader(
-                cfg, "val", num_procs=world_size, rank=rank
-            )
-        self.precise_loader = None
-        if cfg.BN.USE_PRECISE_STATS:
-            self.precise_loader = construct_loader(
-                cfg, "train", num_procs=world_size, rank=rank
-            )
+        self.loaders = build_loaders(cfg, ctx, self._plan)
+        self.train_loader, self.val_loader, self.precise_loader = self.loaders
         self.dataset_size = len(self.train_loader.dataset)
-        check_epochs_have_iterations(self.schedule, self.dataset_size)
-        if multigrid:
-            total = self.schedule.total_iters(self.dataset_size)
-            base = self.schedule.baseline_iters(self.dataset_size)
-            logger.info(
-                "%d iterations in all on %d clips: %.2fx fewer than the baseline's %d",
-                total,
-                self.dataset_size,
-                base / total,
-                base,
-            )
-        start = resume_or_init(cfg, ctx, self.model, self.optimizer, self.scaler)
+        check_iterations(cfg, self.schedule, self.dataset_size)
+        self.run_state = RunStateRecorder(cfg.OUTPUT_DIR, ctx.is_master)
+        self.resume()
+        if ctx.is_master:
+            write_run_files(cfg, self.schedule)
+
+    # ------------------------------------------------------------------ set-up
+    def resume(self) -> None:
+        """Loads the newest checkpoint of OUTPUT_DIR (or the initial weights)
+        and sets where training continues."""
+        start = resume_or_init(
+            self.cfg, self.ctx, self.model, self.optimizer, self.scaler
+        )
         self.start_epoch, self.start_iter = start.epoch, start.iteration
         self.hook_states = start.hook_states
         done = sum(self._iters(e) for e in range(self.start_epoch))
         self.global_iter = done + self.start_iter
-        if ctx.is_master:
-            self._write_run_files()
 
-    # ------------------------------------------------------------------ set-up
     def _plan(self, epoch: int, shard_size: int) -> list:
         """The loader's batch plan: the schedule's, with a sampling grid per shape."""
         grids = {}
@@ -151,13 +123,23 @@ class Trainer:
         """Iterations of each process in ``epoch`` (equals the loader's length)."""
         return self.schedule.iters_in_epoch(epoch, self.dataset_size)
 
-    def _write_run_files(self) -> None:
-        """Writes the resolved config and schedule to OUTPUT_DIR."""
-        os.makedirs(self.cfg.OUTPUT_DIR, exist_ok=True)
-        with open(os.path.join(self.cfg.OUTPUT_DIR, "config.yaml"), "w") as f:
-            f.write(self.cfg.dump())
-        with open(os.path.join(self.cfg.OUTPUT_DIR, "schedule.json"), "w") as f:
-            simplejson.dump(self.schedule.describe(), f, indent=1)
+    def checkpointer(self) -> Checkpointer:
+        """The run's checkpoint writer (model, optimizer, scaler; OUTPUT_DIR)."""
+        return Checkpointer(self.cfg, self.ctx, self.model, self.optimizer, self.scaler)
+
+    def eval_hook(self) -> EvalHook:
+        """Validation of ``net`` on the val loader every TRAIN.EVAL_PERIOD epochs."""
+        cfg = self.cfg
+        evaluator = Evaluator.from_cfg(
+            cfg, self.net, self.val_loader, self.device, self.autocast
+        )
+        return EvalHook(
+            evaluator,
+            cfg.TRAIN.EVAL_PERIOD,
+            cfg.OUTPUT_DIR,
+            self.ctx.rank,
+            self.run_state,
+        )
 
     # ------------------------------------------------------------------ hooks
     def build_hooks(self) -> List[HookBase]:
@@ -190,6 +172,7 @@ class Trainer:
                 iters_after,
                 cfg.DATA.MULTI_LABEL,
             ),
+            RunStateHook(self.run_state),
         ]
         if self.precise_loader is not None:
             hooks.append(
@@ -202,17 +185,13 @@ class Trainer:
                     eval_or_checkpoint_due,
                 )
             )
-        checkpoint = CheckpointHook(
-            cfg, self.ctx, self.model, self.optimizer, self.scaler
-        )
+        checkpoint = CheckpointHook(self.checkpointer(), cfg.TRAIN.CHECKPOINT_PERIOD)
         hooks += [
             BufferSyncHook(self.net, self.ctx, eval_or_checkpoint_due),
             checkpoint,
         ]
         if self.val_loader is not None:
-            hooks.append(
-                EvalHook(cfg, self.ctx, self.net, self.val_loader, self.autocast)
-            )
+            hooks.append(self.eval_hook())
         if self.ctx.is_master and cfg.TENSORBOARD.ENABLE:
             log_dir = cfg.TENSORBOARD.LOG_DIR or os.path.join(
                 cfg.OUTPUT_DIR, f"runs-{cfg.TRAIN.DATASET}"
@@ -250,6 +229,11 @@ class Trainer:
             if self.start_iter
             else "",
         )
+        du.decided_on_master(
+            self.ctx.is_master,
+            lambda: self.run_state.training_from(self.start_epoch),
+            (RunStateError,),
+        )
         step = TrainStep(
             self.model,
             self.optimizer,
@@ -274,9 +258,7 @@ class Trainer:
             self._shutdown_loaders()
 
     def _shutdown_loaders(self) -> None:
-        for loader in (self.train_loader, self.val_loader, self.precise_loader):
-            if loader is not None:
-                shutdown_workers(loader)
+        self.loaders.shutdown()
 
     def _validate_if_missing(self) -> None:
         """Every epoch is trained: runs the final validation if the run that
@@ -284,18 +266,12 @@ class Trainer:
         if self.val_loader is None:
             return
         max_epoch = self.schedule.max_epoch
-        done = False
-        if self.ctx.is_master:
-            path = os.path.join(self.cfg.OUTPUT_DIR, "json_stats.log")
-            if os.path.exists(path):
-                with open(path) as f:
-                    lines = [simplejson.loads(line) for line in f if line.strip()]
-                done = any(
-                    line.get("_type") == "val_epoch"
-                    and line.get("epoch") == f"{max_epoch}/{max_epoch}"
-                    for line in lines
-                )
-        if all_gather_objects(done)[0]:
+        done = du.decided_on_master(
+            self.ctx.is_master,
+            lambda: max_epoch in self.run_state.read().validated_epochs,
+            (RunStateError,),
+        )
+        if done:
             logger.info("all %d epochs are trained and validated", max_epoch)
             return
         logger.info(
@@ -305,8 +281,7 @@ class Trainer:
         )
         state = LoopState(max_epoch=max_epoch, global_iter=self.global_iter)
         state.epoch = max_epoch - 1
-        hook = EvalHook(self.cfg, self.ctx, self.net, self.val_loader, self.autocast)
-        hook.after_epoch(state)
+        self.eval_hook().validate(state)
 
 
 def train(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> None:

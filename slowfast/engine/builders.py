@@ -1,0 +1,156 @@
+"""The objects of a training run, one builder each (``Trainer.__init__`` calls
+them in order: the order is part of the run, as seeding comes first and every
+builder after it may draw random numbers)."""
+
+import logging
+import os
+from typing import Callable, NamedTuple, Optional, Tuple
+
+import simplejson
+from fvcore.common.config import CfgNode
+from torch import nn
+from torch.utils.data import DataLoader
+
+from slowfast.datasets import construct_loader, shutdown_workers
+from slowfast.engine import runtime
+from slowfast.engine.bn_grouping import BNGrouping, convert_to_sub_bn
+from slowfast.engine.memory_format import choose_channels_last
+from slowfast.models import build_model, describe_model
+from slowfast.models.model_stats import log_model_info
+from slowfast.multigrid import MultigridSchedule
+from slowfast.multigrid.checks import check_epochs_have_iterations
+from slowfast.utils.distributed import RunContext
+
+logger = logging.getLogger(__name__)
+
+
+def uses_multigrid(cfg: CfgNode) -> bool:
+    """Whether the run follows a multigrid schedule (long or short cycle)."""
+    return bool(cfg.MULTIGRID.LONG_CYCLE or cfg.MULTIGRID.SHORT_CYCLE)
+
+
+def prepare_process(cfg: CfgNode, rank: int) -> None:
+    """Checks the data folder and seeds this process (RNG_SEED + rank)."""
+    runtime.check_data_dir(cfg)
+    runtime.seed_everything(cfg.RNG_SEED + rank)
+
+
+def build_schedule(cfg: CfgNode, world_size: int) -> MultigridSchedule:
+    """The run's schedule, checked against the model's shape constraints.
+
+    Raises:
+        ValueError: multigrid with a model that takes clips of one shape only,
+            or a schedule shape the model cannot take.
+    """
+    schedule = MultigridSchedule.from_cfg(cfg, num_procs=world_size)
+    info = describe_model(cfg)
+    if uses_multigrid(cfg) and not info.varying_shapes:
+        raise ValueError(
+            f"MODEL.MODEL_NAME = {cfg.MODEL.MODEL_NAME!r} takes clips of one "
+            "shape only; multigrid (MULTIGRID.LONG_CYCLE / SHORT_CYCLE) needs "
+            "a model that takes varying shapes"
+        )
+    schedule.validate(min_crop=info.spatial_stride, min_frames=info.min_frames)
+    return schedule
+
+
+def build_model_for_run(
+    cfg: CfgNode, ctx: RunContext, schedule: MultigridSchedule
+) -> Tuple[nn.Module, Optional[BNGrouping]]:
+    """The model on this process's device, and its BN grouping.
+
+    BN layers become sub-batch BN under multigrid or another BN.NORM_TYPE; the
+    grouping then sets their splits and sync sizes as the schedule says.
+
+    Returns:
+        (model, BNGrouping or None for plain BN): the model is not wrapped.
+    """
+    model = build_model(cfg, choose_channels_last(cfg))
+    if ctx.is_master and cfg.LOG_MODEL_INFO:
+        with runtime.preserved_rng():  # logging must not change the run
+            log_model_info(model, cfg)
+    bn = None
+    if uses_multigrid(cfg) or cfg.BN.NORM_TYPE != "batchnorm":
+        convert_to_sub_bn(model)
+        sync_sizes = {schedule.bn_sync_size(e) for e in range(schedule.max_epoch)}
+        bn = BNGrouping(model, sync_sizes, ctx.world_size, ctx.rank)
+    model.to(ctx.device)  # keeps build_model's memory format
+    return model, bn
+
+
+def wrap_for_processes(model: nn.Module, ctx: RunContext) -> nn.Module:
+    """``model`` in DistributedDataParallel with several processes, else itself."""
+    if ctx.world_size == 1:
+        return model
+    device = ctx.device
+    device_ids = [device.index] if device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+
+
+class Loaders(NamedTuple):
+    """The loaders of a training run.
+
+    Attributes:
+        train: the training loader (its batches follow the schedule's plan).
+        val: the val loader; None when TRAIN.EVAL_PERIOD is 0 (no val split).
+        precise: the training split again for precise BN; None without it.
+    """
+
+    train: DataLoader
+    val: Optional[DataLoader]
+    precise: Optional[DataLoader]
+
+    def shutdown(self) -> None:
+        """Stops the workers of every loader."""
+        for loader in self:
+            if loader is not None:
+                shutdown_workers(loader)
+
+
+def build_loaders(
+    cfg: CfgNode, ctx: RunContext, plan_fn: Callable[[int, int], list]
+) -> Loaders:
+    """The training, val (TRAIN.EVAL_PERIOD > 0) and precise-BN loaders.
+
+    Args:
+        cfg: the frozen config.
+        ctx: this process's run context (its shard of each split).
+        plan_fn: ``(epoch, shard size) -> batch plan`` of the training loader.
+    """
+    procs, rank = ctx.world_size, ctx.rank
+    train = construct_loader(cfg, "train", plan_fn=plan_fn, num_procs=procs, rank=rank)
+    val = None
+    if cfg.TRAIN.EVAL_PERIOD > 0:
+        val = construct_loader(cfg, "val", num_procs=procs, rank=rank)
+    precise = None
+    if cfg.BN.USE_PRECISE_STATS:
+        precise = construct_loader(cfg, "train", num_procs=procs, rank=rank)
+    return Loaders(train, val, precise)
+
+
+def check_iterations(
+    cfg: CfgNode, schedule: MultigridSchedule, dataset_size: int
+) -> None:
+    """Fails when an epoch has no iteration; logs multigrid's iteration saving."""
+    check_epochs_have_iterations(schedule, dataset_size)
+    if not uses_multigrid(cfg):
+        return
+    total = schedule.total_iters(dataset_size)
+    base = schedule.baseline_iters(dataset_size)
+    logger.info(
+        "%d iterations in all on %d clips: %.2fx fewer than the baseline's %d",
+        total,
+        dataset_size,
+        base / total,
+        base,
+    )
+
+
+def write_run_files(cfg: CfgNode, schedule: MultigridSchedule) -> None:
+    """Writes the resolved config and schedule to OUTPUT_DIR (config.yaml,
+    schedule.json)."""
+    os.makedirs(cfg.OUTPUT_DIR, exist_ok=True)
+    with open(os.path.join(cfg.OUTPUT_DIR, "config.yaml"), "w") as f:
+        f.write(cfg.dump())
+    with open(os.path.join(cfg.OUTPUT_DIR, "schedule.json"), "w") as f:
+        simplejson.dump(schedule.describe(), f, indent=1)

@@ -1,0 +1,180 @@
+"""run_state.json: written whole, read back, and read from older run dirs' logs."""
+
+import json
+import os
+
+import pytest
+
+from slowfast.config import load_config
+from slowfast.engine import run_state as rs
+from slowfast.launch.run_lock import remove_stale_temp_files
+
+from .conftest import REPO_ROOT
+
+TINY = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny.yaml")
+
+
+def _checkpoint(folder, name="checkpoint_epoch_00002.pyth", data=b"weights"):
+    path = folder / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def _test_record(path, settings="abc", top1=12.5):
+    return {
+        "_type": "test_final",
+        "checkpoint": path,
+        "checkpoint_file": rs.file_identity(path),
+        "test_settings": settings,
+        "top1_err": top1,
+    }
+
+
+def test_written_whole_and_read_back(tmp_path):
+    path = _checkpoint(tmp_path)
+    state = rs.RunState([2, 1, 2], [2], [_test_record(path)])
+    rs.write_run_state(str(tmp_path), state)
+    data = json.loads((tmp_path / rs.RUN_STATE_FILE).read_text())
+    assert data["version"] == rs.VERSION
+    assert data["trained_epochs"] == [1, 2]  # sorted, once each
+    back = rs.read_run_state(str(tmp_path))
+    assert back.trained_epochs == [1, 2] and back.validated_epochs == [2]
+    assert back.find_test(path, "abc")["top1_err"] == 12.5
+    assert back.find_test(path, "other settings") is None
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [rs.RUN_STATE_FILE, "checkpoint_epoch_00002.pyth"]
+    )
+
+
+def test_an_interrupted_write_keeps_the_old_file(tmp_path, monkeypatch):
+    rs.write_run_state(str(tmp_path), rs.RunState([1], [1], []))
+    before = (tmp_path / rs.RUN_STATE_FILE).read_text()
+    temps = []
+
+    def killed(src, dst):
+        temps.append(os.path.basename(src))
+        raise KeyboardInterrupt  # as a kill between the write and the rename
+
+    monkeypatch.setattr(rs.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        rs.write_run_state(str(tmp_path), rs.RunState([1, 2], [1, 2], []))
+    assert (tmp_path / rs.RUN_STATE_FILE).read_text() == before
+    assert os.listdir(tmp_path) == [rs.RUN_STATE_FILE]  # the temporary file is gone
+    # Named so that a rerun removes it if the process died before cleaning up.
+    (name,) = temps
+    (tmp_path / name).write_text("{")
+    assert remove_stale_temp_files(str(tmp_path)) == [str(tmp_path / name)]
+
+
+def test_a_checkpoint_written_again_is_not_the_tested_one(tmp_path):
+    path = _checkpoint(tmp_path)
+    state = rs.RunState(tests=[_test_record(path, top1=10.0)])
+    assert state.find_test(path, "abc")["top1_err"] == 10.0
+    os.remove(path)
+    assert state.find_test(path, "abc") is None
+    _checkpoint(tmp_path, data=b"other weights, another size")
+    assert state.find_test(path, "abc") is None
+    state.tests.append(_test_record(path, top1=20.0))
+    assert state.find_test(path, "abc")["top1_err"] == 20.0  # the newest
+
+
+def test_an_older_run_dir_is_read_from_its_log(tmp_path):
+    path = _checkpoint(tmp_path)
+    lines = [
+        {"_type": "train_epoch", "epoch": "1/2", "loss": 1.0},
+        {"_type": "val_epoch", "epoch": "1/2", "top1_err": 50.0},
+        {"_type": "resume", "checkpoint": "x", "epoch": 1},
+        {"_type": "train_epoch", "epoch": "2/2", "loss": 0.5},
+        {"_type": "val_epoch", "epoch": "2/2", "top1_err": 40.0},
+        _test_record(path, top1=40.0),
+    ]
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    (tmp_path / "json_stats.log").write_text(text + '{"_type": "val_ep')  # cut short
+    state = rs.read_run_state(str(tmp_path))
+    assert state.trained_epochs == [1, 2] and state.validated_epochs == [1, 2]
+    assert state.find_test(path, "abc")["top1_err"] == 40.0
+    assert not (tmp_path / rs.RUN_STATE_FILE).exists()  # reading writes nothing
+    rs.RunStateRecorder(str(tmp_path), enabled=True).trained(3)
+    data = json.loads((tmp_path / rs.RUN_STATE_FILE).read_text())
+    assert data["trained_epochs"] == [1, 2, 3] and data["validated_epochs"] == [1, 2]
+    assert data["tests"][0]["checkpoint"] == path
+    assert rs.read_run_state(str(tmp_path / "new")) == rs.RunState()
+
+
+def test_only_rank_0_writes(tmp_path):
+    recorder = rs.RunStateRecorder(str(tmp_path), enabled=False)
+    recorder.trained(1)
+    recorder.validated(1)
+    recorder.tested({"checkpoint": "x"})
+    recorder.training_from(0)
+    assert not os.listdir(tmp_path)
+
+
+def test_training_again_drops_the_later_epochs_records(tmp_path, caplog):
+    path = _checkpoint(tmp_path)
+    rs.write_run_state(
+        str(tmp_path), rs.RunState([1, 2, 3], [2, 3], [_test_record(path)])
+    )
+    recorder = rs.RunStateRecorder(str(tmp_path), enabled=True)
+    with caplog.at_level("INFO"):
+        recorder.training_from(2)  # resumed after epoch 2: epoch 3 is trained again
+    assert "epochs 3 are trained again" in caplog.text
+    state = recorder.read()
+    assert state.trained_epochs == [1, 2] and state.validated_epochs == [2]
+    assert state.find_test(path, "abc") is not None  # tests are kept
+
+
+def test_an_unreadable_state_is_refused_and_left_alone(tmp_path):
+    for text in ("{not json", json.dumps({"version": 99}), json.dumps([1])):
+        (tmp_path / rs.RUN_STATE_FILE).write_text(text)
+        with pytest.raises(rs.RunStateError, match="move it away"):
+            rs.read_run_state(str(tmp_path))
+        with pytest.raises(rs.RunStateError):
+            rs.RunStateRecorder(str(tmp_path), enabled=True).trained(1)
+        assert (tmp_path / rs.RUN_STATE_FILE).read_text() == text
+
+
+def test_a_run_dir_made_before_the_run_state_still_resumes_and_skips(
+    demo_data, tmp_path, caplog
+):
+    from slowfast.engine.tester import test as run_test
+    from slowfast.engine.trainer import train
+
+    opts = ["NUM_GPUS", "0", "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics"),
+            "DATA.PATH_PREFIX", str(demo_data / "kinetics"),
+            "OUTPUT_DIR", str(tmp_path), "SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS",
+            "[0]", "SOLVER.LRS", "[1]", "TRAIN.BATCH_SIZE", "2", "TEST.BATCH_SIZE",
+            "4", "TEST.NUM_ENSEMBLE_VIEWS", "1", "TEST.NUM_SPATIAL_CROPS", "1",
+            "BN.USE_PRECISE_STATS", "False", "LOG_MODEL_INFO", "False",
+            "DATA_LOADER.NUM_WORKERS", "0"]  # fmt: skip
+    cfg = load_config([TINY], opts)
+    train(cfg)
+    first = run_test(cfg)
+    stats = tmp_path / "json_stats.log"
+
+    def kinds():
+        lines = stats.read_text().splitlines()
+        return [json.loads(s)["_type"] for s in lines if s.strip()]
+
+    os.remove(tmp_path / rs.RUN_STATE_FILE)  # as an older version left it
+    with caplog.at_level("INFO"):
+        train(cfg)
+        again = run_test(cfg)
+    assert "all 1 epochs are trained and validated" in caplog.text
+    assert "is already tested with these settings" in caplog.text
+    assert again["top1_err"] == first["top1_err"]
+    assert kinds().count("val_epoch") == 1 and kinds().count("test_final") == 1
+    # The older log without the final validation: the rerun runs it and from
+    # then on the run state holds it.
+    assert not (tmp_path / rs.RUN_STATE_FILE).exists()
+    kept = [s for s in stats.read_text().splitlines() if '"val_epoch"' not in s]
+    stats.write_text("\n".join(kept) + "\n")
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        train(cfg)
+    assert "running the final validation" in caplog.text
+    assert kinds().count("val_epoch") == 1
+    state = rs.read_run_state(str(tmp_path))
+    assert (tmp_path / rs.RUN_STATE_FILE).exists()
+    assert state.validated_epochs == [1] and state.trained_epochs == [1]
+    assert len(state.tests) == 1  # the older log's test is carried over
