@@ -33,12 +33,12 @@ from slowfast.launch.launcher import (
     LaunchError,
     Layout,
     apply_layout,
-    describe_layout,
     detect_layout,
 )
 from slowfast.launch.parser import load_config_from_args, parse_args
 from slowfast.launch.preflight import PreflightError, preflight
-from slowfast.launch.run_lock import RunLock, RunLockError, remove_stale_temp_files
+from slowfast.launch.run_lock import RunLock, RunLockError
+from slowfast.launch.start import begin_run
 from slowfast.utils.logging import process_log_path, setup_logging
 
 logger = logging.getLogger("slowfast.tools.run_net")
@@ -89,13 +89,12 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
     from slowfast.config.derived import stop_signals
     from slowfast.datasets.lists import DataError
     from slowfast.engine.preemption import EXIT_PREEMPTED, Preempted, signal_name
-    from slowfast.engine.tester import test
-    from slowfast.engine.trainer import train
     from slowfast.launch.spawn import launch_job, run_in_group
+    from slowfast.launch.start import stages as enabled_stages
 
     # Errors in the data or checkpoints: one line, the traceback in the log.
     USER_ERRORS = (cu.CheckpointError, DataError)
-    stages = [f for f, on in ((train, cfg.TRAIN.ENABLE), (test, cfg.TEST.ENABLE)) if on]
+    stages = enabled_stages(cfg)
     first_rank = layout.node_rank * layout.procs_per_node
     try:
         if layout.spawns:
@@ -194,17 +193,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {_one_line(err)}", file=sys.stderr)
         return getattr(err, "exit_status", EXIT_FAILED)
     try:
-        setup_logging(cfg.OUTPUT_DIR, rank=layout.rank or 0)
-        for line in describe_layout(cfg, layout):
-            logger.info(line)
-        for note in notes:
-            logger.info("the launcher's layout wins: %s", note)
+        begin_run(cfg, layout, lock, first, notes)
         logger.info("Config files: %s; overrides: %s", args.cfg_files, args.opts)
-        if lock.took_over:
-            logger.warning(lock.took_over)
-        if first:
-            for path in remove_stale_temp_files(cfg.OUTPUT_DIR):
-                logger.warning("removed %s, left by an interrupted write", path)
         return run_stages(cfg, layout)
     finally:
         lock.release()

@@ -17,7 +17,7 @@ from slowfast.engine.bn_grouping import BNGrouping, convert_to_sub_bn
 from slowfast.engine.memory_format import choose_channels_last
 from slowfast.models import build_model, describe_model
 from slowfast.models.model_stats import log_model_info
-from slowfast.multigrid import MultigridSchedule
+from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.utils.distributed import RunContext
 
@@ -153,4 +153,4 @@ def write_run_files(cfg: CfgNode, schedule: MultigridSchedule) -> None:
     with open(os.path.join(cfg.OUTPUT_DIR, "config.yaml"), "w") as f:
         f.write(cfg.dump())
     with open(os.path.join(cfg.OUTPUT_DIR, "schedule.json"), "w") as f:
-        simplejson.dump(schedule.describe(), f, indent=1)
+        simplejson.dump(report.describe(schedule), f, indent=1)

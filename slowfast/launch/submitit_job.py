@@ -16,9 +16,9 @@ import sys
 
 from fvcore.common.config import CfgNode
 
-from slowfast.launch.launcher import Layout, apply_layout, describe_layout
-from slowfast.launch.run_lock import RunLock, remove_stale_temp_files
-from slowfast.utils.logging import setup_logging
+from slowfast.launch.launcher import Layout, apply_layout
+from slowfast.launch.run_lock import RunLock
+from slowfast.launch.start import begin_run, stages
 
 logger = logging.getLogger(__name__)
 
@@ -59,27 +59,16 @@ class SubmititJob:
     def __call__(self) -> int:
         """Runs the job's stages in this task; returns 0 when done."""
         from slowfast.engine.preemption import Preempted
-        from slowfast.engine.tester import test
-        from slowfast.engine.trainer import train
         from slowfast.launch.spawn import run_in_group
 
         layout = self.layout()
         cfg, notes = apply_layout(self.cfg, layout)
-        setup_logging(cfg.OUTPUT_DIR, layout.rank)
-        for line in describe_layout(cfg, layout) + notes:
-            logger.info(line)
-        stages = [train] if cfg.TRAIN.ENABLE else []
-        stages += [test] if cfg.TEST.ENABLE else []
         lock = RunLock(cfg.OUTPUT_DIR)
-        if layout.rank == 0:  # a requeued job takes its own lock over
-            lock.acquire()
-            if lock.took_over:
-                logger.warning(lock.took_over)
-            for path in remove_stale_temp_files(cfg.OUTPUT_DIR):
-                logger.warning("removed %s, left by an interrupted write", path)
+        # The first task holds the lock; a requeued job takes its own over.
+        begin_run(cfg, layout, lock, layout.rank == 0, notes)
         try:
             run_in_group(
-                stages,
+                stages(cfg),
                 cfg,
                 layout.init_method,
                 layout.rank,

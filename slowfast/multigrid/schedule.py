@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from fvcore.common.config import CfgNode
 
 from slowfast.datasets.grid import jitter_scales, sampling_rate_range
-from slowfast.multigrid import report as _report
 from slowfast.multigrid.build import schedule_fields
 from slowfast.multigrid.checks import check_crops, check_structure
 from slowfast.multigrid.long_cycle import ScheduleEntry
@@ -392,25 +391,3 @@ class MultigridSchedule:
             iters += epochs * len(factors) / sum(factors)
             start = max(start, entry.end_epoch)
         return self.baseline_max_epoch / iters
-
-    def describe(self, dataset_size: int | None = None) -> list:
-        """Returns one row per entry for tables, logs and the OUTPUT_DIR dump.
-
-        Args:
-            dataset_size: training clips; adds ``iters`` per entry when given.
-
-        Returns:
-            list: dicts, see ``slowfast.multigrid.report.describe``.
-        """
-        return _report.describe(self, dataset_size)
-
-    def to_dict(self, dataset_size: int | None = None) -> dict:
-        """Returns the resolved schedule as a JSON-ready dict.
-
-        Args:
-            dataset_size: training clips; adds iteration counts when given.
-
-        Returns:
-            dict: see ``slowfast.multigrid.report.to_dict``.
-        """
-        return _report.to_dict(self, dataset_size)
