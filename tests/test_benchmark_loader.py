@@ -40,6 +40,7 @@ def tiny_kinetics(tmp_path_factory):
     return os.path.join(root, "kinetics")
 
 
+@pytest.mark.slow
 def test_benchmark_runs_on_tiny_data(tiny_kinetics, tmp_path):
     out = str(tmp_path / "bench.json")
     command = [
@@ -95,6 +96,7 @@ def test_benchmark_runs_on_tiny_data(tiny_kinetics, tmp_path):
     assert sum(decode_on) < sum(decode_off) / 3
 
 
+@pytest.mark.slow
 def test_model_only_needs_no_data_and_compares_memory_formats(tmp_path):
     out = str(tmp_path / "model.json")
     command = [
@@ -115,6 +117,7 @@ def test_model_only_needs_no_data_and_compares_memory_formats(tmp_path):
     assert rows[3][9] / rows[0][9] == pytest.approx(7.17, abs=0.01)
 
 
+@pytest.mark.slow
 def test_model_only_compares_sub_batch_bn_with_plain_bn(tmp_path):
     out = str(tmp_path / "bn.json")
     command = [

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(REPO_ROOT, "tools", "benchmark_reference.py")
 CFG = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.yaml")
@@ -53,6 +55,7 @@ FILES = {
 }
 
 
+@pytest.mark.slow
 def test_times_a_reference_package_and_ours_in_turns(tmp_path):
     for name, text in FILES.items():
         path = tmp_path / "ref" / name

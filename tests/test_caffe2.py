@@ -129,6 +129,7 @@ def _randomized(cfg, seed):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.slow
 def test_caffe2_checkpoint_gives_the_same_model_as_the_pyth(family, tmp_path, caplog):
     cfg = _cfg(family, "OUTPUT_DIR", str(tmp_path))
     source = _randomized(cfg, 0)
@@ -153,6 +154,7 @@ def test_caffe2_checkpoint_gives_the_same_model_as_the_pyth(family, tmp_path, ca
         assert torch.equal(from_pkl(inputs), source(inputs))
 
 
+@pytest.mark.slow
 def test_fine_tuning_loads_everything_but_the_classifier(tmp_path, caplog):
     kinetics = _cfg("slowfast")
     source = _randomized(kinetics, 0)
@@ -210,6 +212,7 @@ def test_every_reference_key_has_a_blob_name(name):
         assert blob is not None and caffe2.blob_to_key(blob) == key, key
 
 
+@pytest.mark.slow
 def test_convert_checkpoint_writes_a_pyth(tmp_path):
     cfg = _cfg("i3d")
     source = _randomized(cfg, 0)
@@ -229,6 +232,7 @@ def test_convert_checkpoint_writes_a_pyth(tmp_path):
         assert torch.equal(converted.state_dict()[key], value), key
 
 
+@pytest.mark.slow
 def test_a_run_fine_tunes_from_a_caffe2_checkpoint(demo_data, tmp_path, caplog):
     from slowfast.engine.trainer import train
 

@@ -153,6 +153,7 @@ def test_charades_layout(tiny_root):
         assert os.path.isfile(os.path.join(folder, rows[-1][3]))
 
 
+@pytest.mark.slow
 def test_same_seed_same_files_other_seed_differs(tiny_root, tmp_path):
     again = str(tmp_path / "again")
     other = str(tmp_path / "other")
@@ -199,6 +200,7 @@ def test_refuses_foreign_folder_and_replaces_its_own(tmp_path):
     assert not (own / "stale.txt").exists() and (own / "train.csv").is_file()
 
 
+@pytest.mark.slow
 def test_cli_writes_one_summary_line_per_layout(tmp_path):
     out = tmp_path / "cli"
     result = subprocess.run(

@@ -110,6 +110,7 @@ def test_launch_single_process_runs_in_process(tmp_path, monkeypatch):
     assert torch.get_num_threads() == 1
 
 
+@pytest.mark.slow
 def test_two_process_cpu_launch(tmp_path, monkeypatch):
     cfg = _cpu_cfg(tmp_path, 2)
     init = f"file://{tmp_path / 'rendezvous'}"

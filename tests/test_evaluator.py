@@ -87,6 +87,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_drop_padded_duplicates_and_reduce(tmp_path):
     out = os.path.join(tmp_path, "rank{}.pt")
     # 7 views over 2 processes: the sampler pads one duplicate (view 0) and the

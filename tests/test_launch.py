@@ -165,6 +165,7 @@ def test_base_lr_scale_num_shards_and_the_global_batch():
     assert sched.base_batch == 2 * cfg.TRAIN.BATCH_SIZE
 
 
+@pytest.mark.slow
 def test_torchrun_and_srun_run_the_spawned_job_and_resume_a_preemption(
     demo_data, tmp_path
 ):
@@ -237,6 +238,7 @@ def test_submit_dry_run_prints_the_sbatch_script(tmp_path):
     assert not (tmp_path / "run").exists()  # nothing submitted, nothing written
 
 
+@pytest.mark.slow
 def test_submit_local_job_is_requeued_after_a_signal(demo_data, tmp_path):
     pytest.importorskip("submitit", reason="submitit not installed (pip: [slurm])")
     reference = tmp_path / "reference"
@@ -267,6 +269,7 @@ def test_submit_local_job_is_requeued_after_a_signal(demo_data, tmp_path):
     _assert_same(_weights(reference), _weights(run))
 
 
+@pytest.mark.slow
 def test_a_killed_process_stops_the_other_and_is_named(demo_data, tmp_path):
     out_dir = tmp_path / "run"
     cmd = [sys.executable, RUN_NET, "--cfg", CFG, "--init_method"]

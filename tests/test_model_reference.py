@@ -130,6 +130,7 @@ def _flop_params():
 
 
 @pytest.mark.parametrize("key", _flop_params())
+@pytest.mark.slow
 def test_gflops_within_one_percent(reference_configs, key):
     _, expected, (frames, crop) = REFERENCE[key]
     cfg = _config(reference_configs, key)

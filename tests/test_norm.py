@@ -313,6 +313,7 @@ def _expected_global(x, grad, splits):
     return y.detach(), xs.grad, sub.weight.grad, sub.bias.grad, ref
 
 
+@pytest.mark.slow
 def test_process_group_sync_matches_single_process(tmp_path):
     """Two gloo processes with half the batch each equal one with all of it."""
     import torch.multiprocessing as mp

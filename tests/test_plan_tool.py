@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 TOOL = os.path.join(REPO_ROOT, "tools", "plan_multigrid.py")
@@ -57,6 +59,7 @@ def test_json_golden_kinetics(reference_dir):
     assert len(schedule) == 13
 
 
+@pytest.mark.slow
 def test_table_and_plot(tmp_path):
     plot = tmp_path / "schedule.png"
     tiny = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny.yaml")
@@ -78,6 +81,7 @@ def test_table_and_plot(tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_bad_value_fails_with_one_line():
     proc = _run(*SMALL_OPTS, "TRAIN.BATCH_SIZE", "63", "--num-procs", "8", "--no-flops")
     assert proc.returncode == 2

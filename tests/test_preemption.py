@@ -91,6 +91,7 @@ def _epoch_lines(out_dir):
     return epochs
 
 
+@pytest.mark.slow
 def test_preempted_at_random_iterations_ends_bit_identical(demo_data, tmp_path):
     full = tmp_path / "full"
     _run(_cfg(demo_data, full))
@@ -195,6 +196,7 @@ def test_checkpoint_names_sort_mid_epoch_checkpoints_inside_their_epoch(tmp_path
     assert left == ["checkpoint_epoch_00003.pyth", "checkpoint_epoch_00004.pyth"]
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_whole_process_group_stops_cleanly(demo_data, tmp_path):
     """A scheduler signals every process of the job, loader workers included:
     the workers ignore it, the run saves and exits 75."""

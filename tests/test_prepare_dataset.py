@@ -68,6 +68,7 @@ def _write_csv(path, header, rows):
         writer.writerows(rows)
 
 
+@pytest.mark.slow
 def test_kinetics_from_the_official_csvs_and_clips(tmp_path):
     ann, videos, out = tmp_path / "ann", tmp_path / "dl", tmp_path / "k"
     ann.mkdir()
@@ -118,6 +119,7 @@ def test_kinetics_from_the_official_csvs_and_clips(tmp_path):
     _train_one_epoch("Kinetics_I3D_tiny.yaml", out)
 
 
+@pytest.mark.slow
 def test_ssv2_from_the_json_files_and_webm(tmp_path):
     ann, videos, out = tmp_path / "ann", tmp_path / "dl", tmp_path / "s"
     ann.mkdir()
@@ -152,6 +154,7 @@ def test_ssv2_from_the_json_files_and_webm(tmp_path):
 
 
 @pytest.mark.parametrize("source", ["videos", "official frames"])
+@pytest.mark.slow
 def test_charades_from_the_csvs_with_per_frame_labels(tmp_path, source):
     ann, videos, out = tmp_path / "ann", tmp_path / "dl", tmp_path / "c"
     ann.mkdir()
@@ -181,6 +184,7 @@ def test_charades_from_the_csvs_with_per_frame_labels(tmp_path, source):
     _train_one_epoch("Charades_I3D_tiny.yaml", out)
 
 
+@pytest.mark.slow
 def test_missing_folders_and_files_are_one_line(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -60,6 +60,7 @@ def footage(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_prepared_clips_keyframe_interval_and_encoder_settings(footage):
     folder = footage / "prepared" / "videos" / "train"
     full = str(folder / "footage00000_000000_000010.mp4")
@@ -132,6 +133,7 @@ def test_jpeg_decoding_matches_pillow(tmp_path):
         load_image(str(tmp_path / "cut.jpg"))
 
 
+@pytest.mark.slow
 def test_prepare_dataset_rendition_options(footage, tmp_path):
     _prepare(footage, tmp_path / "out", "--renditions", "none")
     assert not (tmp_path / "out" / MANIFEST).exists()
@@ -162,6 +164,7 @@ def test_verify_reports_a_missing_rendition(footage, tmp_path):
 
 
 @pytest.mark.parametrize("backend", ["pyav", "frames"])
+@pytest.mark.slow
 def test_add_renditions_to_a_dataset_prepared_elsewhere(footage, tmp_path, backend):
     import shutil
 

@@ -49,6 +49,7 @@ def test_a_second_run_in_the_same_output_dir_is_refused(tmp_path):
     assert not (out / LOCK_NAME).exists()  # released
 
 
+@pytest.mark.slow
 def test_run_net_refuses_before_writing_anything(demo_data, tmp_path):
     out = tmp_path / "run"
     _write_lock(out, host=socket.gethostname(), pid=os.getpid(), since="now")
@@ -105,6 +106,7 @@ def test_only_our_interrupted_writes_are_removed(tmp_path):
     assert all(path.exists() for path in kept) and not ours.exists()
 
 
+@pytest.mark.slow
 def test_a_rerun_takes_over_a_stale_lock_and_removes_temp_files(demo_data, tmp_path):
     out = tmp_path / "run"
     _write_lock(out, host=socket.gethostname(), pid=_dead_pid(), since="then")
@@ -244,6 +246,7 @@ def test_a_finished_run_rerun_prints_its_results_and_tests_again_only_if_asked(
     assert len(tests_logged()) == 3
 
 
+@pytest.mark.slow
 def test_a_bad_list_line_is_one_line_without_a_traceback(demo_data, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -264,6 +267,7 @@ def test_a_bad_list_line_is_one_line_without_a_traceback(demo_data, tmp_path):
     assert "Traceback" in (tmp_path / "out" / "stdout.log").read_text()
 
 
+@pytest.mark.slow
 def test_testing_without_a_checkpoint_is_one_line(demo_data, tmp_path):
     cmd = [sys.executable, RUN_NET, "--cfg", TINY, "TRAIN.ENABLE", "False"]
     cmd += ["DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics")]

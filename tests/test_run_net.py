@@ -61,6 +61,7 @@ def test_option_after_overrides_is_rejected(capsys):
     assert "--num_shards must come before" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_bad_config_prints_one_line_and_exits_2(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("MODEL:\n  ARCH: foo\n")

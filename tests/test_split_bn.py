@@ -41,7 +41,14 @@ def _layers(channels, splits, momentum=0.3, affine=True):
 
 
 @pytest.mark.parametrize("memory_format", FORMATS)
-@pytest.mark.parametrize("splits,channels", [(2, 3), (4, 5), (3, 20)])
+@pytest.mark.parametrize(
+    "splits,channels",
+    [
+        (2, 3),
+        pytest.param(4, 5, marks=pytest.mark.slow),
+        pytest.param(3, 20, marks=pytest.mark.slow),
+    ],
+)
 def test_fused_split_matches_the_reference(
     interpreted, memory_format, splits, channels
 ):

@@ -322,6 +322,7 @@ def tiny_kinetics(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_tiny_study_end_to_end_and_rerun_skips(
     tiny_kinetics, tmp_path, capsys, monkeypatch
 ):

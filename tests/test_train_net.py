@@ -56,6 +56,7 @@ ARCH_CASES = [
 
 
 @pytest.mark.parametrize("name,layout", ARCH_CASES)
+@pytest.mark.slow
 def test_train_then_test_each_arch_and_layout(demo_data, tmp_path, name, layout):
     cfg = _cfg(
         name,
@@ -132,6 +133,7 @@ def _final_state(out_dir):
     return path, torch.load(path, weights_only=True)["model_state"]
 
 
+@pytest.mark.slow
 def test_kill_and_resume_gives_the_same_weights(demo_data, tmp_path):
     """A run killed mid-way and restarted ends with the uninterrupted weights."""
     data = demo_data / "kinetics_x6"
@@ -167,6 +169,7 @@ def test_kill_and_resume_gives_the_same_weights(demo_data, tmp_path):
     assert "resumed from" in log
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_with_short_cycle(demo_data, tmp_path):
     data = demo_data / "kinetics_x6"
     extra = _multigrid_opts(

@@ -124,6 +124,7 @@ def test_charades_faults(tool, capsys, tmp_path):
     assert "cannot decode image" in out and code == 1
 
 
+@pytest.mark.slow
 def test_cli_exit_codes(tool, capsys, kinetics_root):
     args = ["--split", "train"] + BASE_OPTS
     args += ["DATA.PATH_TO_DATA_DIR", kinetics_root, "DATA.PATH_PREFIX", kinetics_root]
