@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from slowfast.config import load_config
+from slowfast.datasets import PlannedBatch
 from slowfast.engine.bn_grouping import BNGrouping
 from slowfast.engine.hooks import NonFiniteGuard, ScheduleHook
 from slowfast.engine.loop import HookBase, StepStats, TrainLoop
@@ -36,14 +37,21 @@ def _schedule(*opts):
 
 
 class _Sampler:
-    """Records the span of epochs the schedule hook selects."""
+    """Records the span of epochs the schedule hook selects; its plan is the
+    schedule's (as the trainer's ``GridBatchSampler`` has it)."""
 
-    def __init__(self):
+    def __init__(self, schedule=None):
         self.spans = []
+        self.schedule = schedule
 
     def set_epoch(self, epoch, start_iter=0, end_epoch=None):
         assert start_iter == 0
         self.spans.append((epoch, end_epoch))
+
+    def plan(self, epoch):
+        shard = -(-DATASET_SIZE // self.schedule.num_procs)
+        entries = self.schedule.epoch_plan(epoch, shard)
+        return [PlannedBatch(e.per_proc_batch, e.grid, e) for e in entries]
 
 
 class _Loader:
@@ -99,7 +107,7 @@ class _Events(HookBase):
 
 def test_loop_sets_the_schedules_lr_and_regroups_bn_only_on_shape_changes():
     sched = _schedule()
-    sampler = _Sampler()
+    sampler = _Sampler(sched)
     param = nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([param], lr=1.0)
     bn_model = nn.Sequential(SubBatchNorm3d(2))
@@ -142,7 +150,7 @@ def test_loop_sets_the_schedules_lr_and_regroups_bn_only_on_shape_changes():
 )
 def test_loop_refuses_a_loader_that_disagrees_with_the_schedule(extra, message):
     sched = _schedule()
-    sampler = _Sampler()
+    sampler = _Sampler(sched)
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
     events = []
     loop = TrainLoop(

@@ -8,6 +8,7 @@ from slowfast.datasets.decoder import DecodeError
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.loader import (
     GridBatchSampler,
+    PlannedBatch,
     construct_loader,
     loader_set_epoch,
     shutdown_workers,
@@ -18,6 +19,7 @@ __all__ = [
     "BadDataMonitor",
     "DecodeError",
     "GridBatchSampler",
+    "PlannedBatch",
     "SamplingGrid",
     "VideoDataset",
     "build_dataset",

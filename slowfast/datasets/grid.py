@@ -52,12 +52,6 @@ class SamplingGrid:
         return rng.randint(self.min_rate, self.max_rate)
 
     @classmethod
-    def from_iter_shape(cls, shape) -> "SamplingGrid":
-        """The grid of a schedule's iteration shape (``multigrid.IterShape``)."""
-        rates, scales = shape.sampling_rate, shape.jitter_scales
-        return cls(shape.num_frames, shape.crop_size, *rates, *scales)
-
-    @classmethod
     def from_shape(
         cls, cfg: CfgNode, num_frames: int, crop_size: int
     ) -> "SamplingGrid":

@@ -3,8 +3,9 @@
 Training batches come from ``GridBatchSampler``: each epoch it takes this
 process's shard of a seeded shuffle (``DistributedSampler``, seed RNG_SEED +
 epoch) and cuts it into the batches of a batch plan, ``plan_fn(epoch,
-shard_size)``: the epoch's (batch size, ``SamplingGrid``) pairs in order (the
-multigrid schedule's ``epoch_plan`` in training). Each item is requested as
+shard_size)``: the epoch's ``PlannedBatch`` (size, ``SamplingGrid``, the
+plan's own entry) in order (the multigrid schedule's ``epoch_plan`` in
+training). Each item is requested as
 ``(index, grid, seed)`` with ``seed`` derived from (RNG_SEED, epoch, index), so
 an epoch's samples depend on (RNG_SEED, epoch, rank) only, not on the number
 of workers. All processes see the same number of batches (shards are padded
@@ -19,7 +20,7 @@ import logging
 import os
 import random
 import signal
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -35,16 +36,33 @@ from slowfast.datasets.request import mix_seed
 
 logger = logging.getLogger(__name__)
 
-# plan_fn(epoch, shard_size) -> the epoch's [(per-process batch size, grid or
-# None for the config's)], whose sizes sum to at most shard_size.
-PlanFn = Callable[[int, int], Sequence[Tuple[int, Optional[SamplingGrid]]]]
+
+class PlannedBatch(NamedTuple):
+    """One batch of a batch plan.
+
+    Attributes:
+        size: clips of this process in the batch.
+        grid: their sampling grid (None: the dataset's, from the config).
+        entry: the plan's own record of the batch, passed through untouched
+            (in training the schedule's ``IterShape``: epoch, iteration, BN
+            splits, ...), which the training hooks read from the same plan.
+    """
+
+    size: int
+    grid: Optional[SamplingGrid]
+    entry: Any = None
+
+
+# plan_fn(epoch, shard_size) -> the epoch's batches in order (PlannedBatch, or
+# (size, grid) pairs), whose sizes sum to at most shard_size.
+PlanFn = Callable[[int, int], Sequence[PlannedBatch]]
 
 
 def fixed_plan(batch_size: int) -> PlanFn:
     """The plan of a fixed shape: whole batches of ``batch_size``, the rest dropped."""
 
     def plan(epoch: int, shard_size: int):
-        return [(batch_size, None)] * (shard_size // batch_size)
+        return [PlannedBatch(batch_size, None)] * (shard_size // batch_size)
 
     return plan
 
@@ -63,8 +81,8 @@ class GridBatchSampler(Sampler):
     Args:
         sampler: yields this process's indices for the epoch (has
             ``set_epoch``, e.g. a ``DistributedSampler``).
-        plan_fn: ``(epoch, shard_size) -> [(batch size, grid)]``, the epoch's
-            batches in order; must be a pure function (``len`` calls it too).
+        plan_fn: ``(epoch, shard_size) -> [PlannedBatch]`` (or ``(size,
+            grid)`` pairs), the epoch's batches in order; a pure function.
         seed: RNG_SEED, mixed with the epoch and index into each item's seed.
     """
 
@@ -75,6 +93,7 @@ class GridBatchSampler(Sampler):
         self.epoch = 0
         self.start_iter = 0
         self.end_epoch = 1
+        self._plans: dict = {}
 
     def set_epoch(
         self, epoch: int, start_iter: int = 0, end_epoch: Optional[int] = None
@@ -97,20 +116,27 @@ class GridBatchSampler(Sampler):
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(self.epoch)
 
-    def plan(
-        self, epoch: Optional[int] = None
-    ) -> List[Tuple[int, Optional[SamplingGrid]]]:
-        """An epoch's batches (default: the first selected): (size, grid) pairs."""
+    def plan(self, epoch: Optional[int] = None) -> List[PlannedBatch]:
+        """An epoch's batches (default: the first selected), in order.
+
+        Computed once per epoch (the two most recent are kept): the batches
+        this sampler yields and the entries the training hooks read are the
+        same objects.
+        """
         epoch = self.epoch if epoch is None else int(epoch)
         shard = len(self.sampler)
-        plan = [(int(size), grid) for size, grid in self.plan_fn(epoch, shard)]
-        if any(size <= 0 for size, _ in plan):
+        if (epoch, shard) in self._plans:
+            return self._plans[epoch, shard]
+        plan = [PlannedBatch(*item) for item in self.plan_fn(epoch, shard)]
+        if any(batch.size <= 0 for batch in plan):
             raise ValueError(f"batch plan of epoch {epoch}: sizes must be > 0")
-        if sum(size for size, _ in plan) > shard:
+        if sum(batch.size for batch in plan) > shard:
             raise ValueError(
                 f"batch plan of epoch {epoch} needs "
-                f"{sum(size for size, _ in plan)} clips; the shard has {shard}"
+                f"{sum(batch.size for batch in plan)} clips; the shard has {shard}"
             )
+        self._plans = {key: v for key, v in self._plans.items() if key[0] >= epoch - 1}
+        self._plans[epoch, shard] = plan
         return plan
 
     def __iter__(self) -> Iterator[List[Tuple[int, Optional[SamplingGrid], int]]]:
@@ -120,11 +146,13 @@ class GridBatchSampler(Sampler):
             indices = list(self.sampler)
             skip = self.start_iter if epoch == self.epoch else 0
             start = 0
-            for k, (size, grid) in enumerate(self.plan(epoch)):
-                chunk = indices[start : start + size]
-                start += size
+            for k, batch in enumerate(self.plan(epoch)):
+                chunk = indices[start : start + batch.size]
+                start += batch.size
                 if k >= skip:
-                    yield [(i, grid, mix_seed(self.seed, epoch, i)) for i in chunk]
+                    yield [
+                        (i, batch.grid, mix_seed(self.seed, epoch, i)) for i in chunk
+                    ]
 
     def __len__(self) -> int:
         """Batches of the selected epochs (skipped ones included)."""

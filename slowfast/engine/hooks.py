@@ -98,11 +98,13 @@ class ScheduleHook(HookBase):
 
     def before_step(self, state: LoopState) -> None:
         sched, epoch, it = self.schedule, state.epoch, state.iter
-        shape = sched.iter_shape(epoch, it)
+        # The batch plan's entry of this iteration: the object the sampler
+        # cut the batch by (``multigrid.plan.epoch_plan``).
+        shape = self.batch_sampler.plan(epoch)[it].entry
         if state.batch_size != shape.per_proc_batch:
             raise RuntimeError(
                 f"epoch {epoch_str(state)} iteration {it}: loader gave "
-                f"{state.batch_size} clips, schedule expects {shape.per_proc_batch}"
+                f"{state.batch_size} clips, the plan has {shape.per_proc_batch}"
             )
         if self.bn is not None:
             self.bn.apply(shape.bn_splits, sched.bn_sync_size(epoch))

@@ -13,7 +13,7 @@ from typing import List, Optional
 from fvcore.common.config import CfgNode
 
 from slowfast.config.derived import global_batch_size, stop_signals
-from slowfast.datasets.grid import SamplingGrid
+from slowfast.datasets import PlannedBatch
 from slowfast.engine import runtime
 from slowfast.engine.builders import (
     build_loaders,
@@ -110,14 +110,10 @@ class Trainer:
         self.global_iter = done + self.start_iter
 
     def _plan(self, epoch: int, shard_size: int) -> list:
-        """The loader's batch plan: the schedule's, with a sampling grid per shape."""
-        grids = {}
-        plan = []
-        for shape in self.schedule.epoch_plan(epoch, shard_size):
-            if id(shape) not in grids:
-                grids[id(shape)] = SamplingGrid.from_iter_shape(shape)
-            plan.append((shape.per_proc_batch, grids[id(shape)]))
-        return plan
+        """The loader's batch plan: the schedule's entries, each with its size
+        and grid (the hooks read the same entries back from the sampler)."""
+        plan = self.schedule.epoch_plan(epoch, shard_size)
+        return [PlannedBatch(e.per_proc_batch, e.grid, e) for e in plan]
 
     def _iters(self, epoch: int) -> int:
         """Iterations of each process in ``epoch`` (equals the loader's length)."""

@@ -20,13 +20,13 @@ def schedule_fields(cfg: CfgNode, num_procs: int) -> dict:
         dict: field name -> value; the long cycle and its LR solver resolved.
 
     Raises:
-        ValueError: SOLVER.STEPS not increasing or too short for the long
-            cycle, or a long-cycle shape with no frames (one line, names the key).
+        ValueError: SOLVER.STEPS too short for the long cycle, or a long-cycle
+            shape with no frames (one line, names the key).
     """
     solver, mg = cfg.SOLVER, cfg.MULTIGRID
+    # SOLVER.STEPS were checked (strictly increasing, below MAX_EPOCH) when
+    # the config was loaded (``config/validate.py``).
     steps = [int(s) if float(s).is_integer() else s for s in solver.STEPS]
-    if any(a >= b for a, b in zip(steps, steps[1:])):
-        raise ValueError(f"SOLVER.STEPS = {steps}: must be strictly increasing")
     policy = LrPolicy(
         name=solver.LR_POLICY,
         base_lr=solver.BASE_LR * lr_scale(cfg),

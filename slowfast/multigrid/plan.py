@@ -6,13 +6,38 @@ all follow this one list: iteration ``i`` of an epoch has the schedule's shape
 the process's shard of the dataset (the last incomplete batch is dropped).
 """
 
-from typing import List
+from dataclasses import replace
+from typing import List, Sequence
 
 from slowfast.multigrid.shapes import IterShape
 
 
+def plan_length(sizes: Sequence[int], shard_size: int) -> int:
+    """How many batches of ``sizes``, taken in turn, fit in ``shard_size`` clips.
+
+    The one rule of an epoch's length: whole batches only (the last
+    incomplete one is dropped). ``epoch_plan`` and the schedule's
+    ``iters_in_epoch`` both use it.
+
+    Args:
+        sizes: per-process batch sizes of one short cycle, in order.
+        shard_size: clips this process reads in the epoch.
+
+    Returns:
+        int: the number of batches.
+    """
+    full, rest = divmod(shard_size, sum(sizes))
+    count = full * len(sizes)
+    for size in sizes:
+        if rest < size:
+            break
+        rest -= size
+        count += 1
+    return count
+
+
 def epoch_plan(schedule, epoch: int, shard_size: int) -> List[IterShape]:
-    """The shapes of one process's batches in ``epoch``, in order.
+    """One process's batches in ``epoch``, in order.
 
     Args:
         schedule: the run's ``MultigridSchedule``.
@@ -22,17 +47,10 @@ def epoch_plan(schedule, epoch: int, shard_size: int) -> List[IterShape]:
             sampler).
 
     Returns:
-        list[IterShape]: one per iteration; their ``per_proc_batch`` sum to at
-        most ``shard_size``. Iterations with the same position in the short
-        cycle share one object.
+        list[IterShape]: one entry per iteration (its ``iteration`` is its
+        index); their ``per_proc_batch`` sum to at most ``shard_size``.
     """
     period = len(schedule.cycle(schedule.entry_at(epoch)))
     shapes = [schedule.iter_shape(epoch, i) for i in range(period)]
-    plan: List[IterShape] = []
-    used = 0
-    while True:
-        shape = shapes[len(plan) % period]
-        if used + shape.per_proc_batch > shard_size:
-            return plan
-        plan.append(shape)
-        used += shape.per_proc_batch
+    count = plan_length([s.per_proc_batch for s in shapes], shard_size)
+    return [replace(shapes[i % period], iteration=i) for i in range(count)]

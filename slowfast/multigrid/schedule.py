@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 from fvcore.common.config import CfgNode
 
-from slowfast.datasets.grid import jitter_scales, sampling_rate_range
+from slowfast.datasets.grid import SamplingGrid, jitter_scales, sampling_rate_range
 from slowfast.multigrid.build import schedule_fields
 from slowfast.multigrid.checks import check_crops, check_structure
 from slowfast.multigrid.long_cycle import ScheduleEntry
-from slowfast.multigrid.plan import epoch_plan
+from slowfast.multigrid.plan import epoch_plan, plan_length
 from slowfast.multigrid.shapes import (
     IterShape,
     batch_factor,
@@ -242,22 +242,20 @@ class MultigridSchedule:
         cycle = self.cycle(entry)
         short_index, frames, crop, factor = cycle[it % len(cycle)]
         batch = self.base_batch * factor
+        rates = sampling_rate_range(
+            frames, self.num_frames, self.sampling_rate, self.long_cycle_sampling_rate
+        )
+        jitter = jitter_scales(
+            self.train_jitter, crop, self.crop_size, self.jitter_mode
+        )
         return IterShape(
+            epoch=epoch,
+            iteration=it,
             batch_size=batch,
             per_proc_batch=batch // self.num_procs,
-            num_frames=frames,
-            crop_size=crop,
+            grid=SamplingGrid(frames, crop, *rates, *jitter),
             long_factor=entry.batch_factor,
             short_index=short_index,
-            sampling_rate=sampling_rate_range(
-                frames,
-                self.num_frames,
-                self.sampling_rate,
-                self.long_cycle_sampling_rate,
-            ),
-            jitter_scales=jitter_scales(
-                self.train_jitter, crop, self.crop_size, self.jitter_mode
-            ),
             bn_splits=self.bn_groups(entry)[0],
         )
 
@@ -316,7 +314,8 @@ class MultigridSchedule:
 
         Each process reads ``ceil(dataset_size / num_procs)`` clips (a padded
         distributed sampler) in batches of the per-iteration sizes: the length
-        of ``epoch_plan`` for that shard, counted without building it.
+        of ``epoch_plan`` for that shard (the same ``plan_length``), counted
+        without building it.
 
         Args:
             epoch: epoch index.
@@ -330,14 +329,7 @@ class MultigridSchedule:
             self.base_batch * f // self.num_procs
             for *_, f in self.cycle(self.entry_at(epoch))
         ]
-        full, rest = divmod(clips, sum(sizes))
-        iters = full * len(sizes)
-        for size in sizes:
-            if rest < size:
-                break
-            rest -= size
-            iters += 1
-        return iters
+        return plan_length(sizes, clips)
 
     def total_iters(self, dataset_size: int) -> int:
         """Returns the iterations of the whole schedule.

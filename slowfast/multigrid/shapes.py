@@ -12,33 +12,58 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from slowfast.datasets.grid import SamplingGrid
+
 
 @dataclass(frozen=True)
 class IterShape:
-    """What one training iteration uses.
+    """One entry of the batch plan: everything about one iteration's batch.
+
+    The loader's batch sampler cuts the batch by ``per_proc_batch`` and hands
+    its clips ``grid``; the schedule hook sets the BN groups from
+    ``bn_splits`` and the LR from ``epoch`` and ``iteration``; the meters
+    name the shape. All read this one object (``multigrid.plan.epoch_plan``).
 
     Attributes:
+        epoch: epoch index.
+        iteration: iteration within the epoch.
         batch_size: global clips in the iteration (all processes).
         per_proc_batch: clips per process.
-        num_frames: frames per clip.
-        crop_size: spatial crop.
+        grid: the clips' sampling grid (frames, crop, stride and jitter ranges).
         long_factor: long-cycle batch factor of the current entry.
         short_index: short-cycle shape 0 or 1, 2 for the entry's base shape,
             -1 when the short cycle is off.
-        sampling_rate: ``(low, high)`` range of the temporal stride.
-        jitter_scales: ``(low, high)`` range of the random short side.
         bn_splits: BN groups per process (sub-batch-norm splits).
     """
 
+    epoch: int
+    iteration: int
     batch_size: int
     per_proc_batch: int
-    num_frames: int
-    crop_size: int
+    grid: SamplingGrid
     long_factor: int
     short_index: int
-    sampling_rate: tuple
-    jitter_scales: tuple
     bn_splits: int
+
+    @property
+    def num_frames(self) -> int:
+        """Frames per clip."""
+        return self.grid.num_frames
+
+    @property
+    def crop_size(self) -> int:
+        """Spatial crop."""
+        return self.grid.crop_size
+
+    @property
+    def sampling_rate(self) -> tuple:
+        """``(low, high)`` range of the temporal stride."""
+        return (self.grid.min_rate, self.grid.max_rate)
+
+    @property
+    def jitter_scales(self) -> tuple:
+        """``(low, high)`` range of the random short side."""
+        return (self.grid.jitter_min, self.grid.jitter_max)
 
 
 def batch_factor(num_frames: int, crop: int, base_frames: int, base_crop: int) -> int:
