@@ -185,7 +185,9 @@ def test_eval_loaders(root):
 
 
 def test_loader_config_errors(root):
-    with pytest.raises(ValueError, match="TRAIN.BATCH_SIZE = 3 must be divisible"):
+    with pytest.raises(
+        ValueError, match="TRAIN.BATCH_SIZE = 3 is not divisible by the 2 processes"
+    ):
         construct_loader(tiny_cfg(root, "kinetics", "TRAIN.BATCH_SIZE", 3), "train",
                          num_procs=2)  # fmt: skip
     with pytest.raises(ValueError, match="fewer than one batch"):

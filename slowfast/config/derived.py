@@ -75,3 +75,32 @@ def worker_niceness(cfg: CfgNode) -> int:
     if nice is not None:
         return int(nice)
     return 19 if cfg.NUM_GPUS == 0 else 0
+
+
+def per_process_batch(
+    batch: int, num_procs: int, key: str = "TRAIN.BATCH_SIZE", where: str = ""
+) -> int:
+    """The clips each process takes of a global batch (the one home of the
+    "divides among the processes" check: the preflight, the loaders and the
+    multigrid schedule call it).
+
+    Args:
+        batch: the global batch.
+        num_procs: the processes it is split among.
+        key: the config key named in the error.
+        where: said after "processes" in the error (e.g. " per machine").
+
+    Returns:
+        int: ``batch // num_procs``.
+
+    Raises:
+        ValueError: ``batch`` is not divisible by ``num_procs`` (one line).
+    """
+    if num_procs < 1:
+        raise ValueError(f"num_procs = {num_procs}: must be >= 1")
+    if batch % num_procs:
+        raise ValueError(
+            f"{key} = {batch} is not divisible by the {num_procs} processes{where}; "
+            f"use a multiple of {num_procs}"
+        )
+    return batch // num_procs

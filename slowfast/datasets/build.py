@@ -1,5 +1,7 @@
 """The dataset registry and its builder."""
 
+import os
+
 from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
 
@@ -71,3 +73,21 @@ def check_dataset_names(cfg: CfgNode) -> None:
         ("TEST.DATASET", cfg.TEST.DATASET),
     ):
         check_registered(key, value, names, fold_case=True)
+
+
+def check_data_dir(cfg: CfgNode) -> None:
+    """Fails with one line when DATA.PATH_TO_DATA_DIR is not a folder.
+
+    The one home of this check: ``launch/preflight.py`` runs it before any
+    work (as its exit status), the trainer and the tester before building
+    their loaders.
+
+    Raises:
+        FileNotFoundError: the folder is missing (names the key and value).
+    """
+    path = cfg.DATA.PATH_TO_DATA_DIR
+    if not path or not os.path.isdir(path):
+        raise FileNotFoundError(
+            f"DATA.PATH_TO_DATA_DIR = {path!r}: folder not found "
+            "(see DATASET.md; `python tools/make_demo_data.py` writes the demo data)"
+        )

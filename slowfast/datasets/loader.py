@@ -28,7 +28,12 @@ from fvcore.common.config import CfgNode
 from torch.utils.data import DataLoader, Sampler
 from torch.utils.data.distributed import DistributedSampler
 
-from slowfast.config.derived import global_batch_size, stop_signals, worker_niceness
+from slowfast.config.derived import (
+    global_batch_size,
+    per_process_batch,
+    stop_signals,
+    worker_niceness,
+)
 from slowfast.datasets.build import build_dataset, dataset_name
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError
@@ -211,14 +216,9 @@ class _StopSafeLoader(DataLoader):
 
 
 def _per_process(batch: int, num_procs: int, key: str, strict: bool) -> int:
-    if batch % num_procs:
-        if strict:
-            raise ValueError(
-                f"{key} = {batch} must be divisible by the number of processes "
-                f"({num_procs})"
-            )
-        return max(1, -(-batch // num_procs))
-    return batch // num_procs
+    if strict or batch % num_procs == 0:
+        return per_process_batch(batch, num_procs, key)
+    return max(1, -(-batch // num_procs))
 
 
 def construct_loader(

@@ -12,6 +12,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from slowfast.datasets import construct_loader, shutdown_workers
+from slowfast.datasets.build import check_data_dir
 from slowfast.engine import runtime
 from slowfast.engine.bn_grouping import BNGrouping, convert_to_sub_bn
 from slowfast.engine.memory_format import choose_channels_last
@@ -31,7 +32,7 @@ def uses_multigrid(cfg: CfgNode) -> bool:
 
 def prepare_process(cfg: CfgNode, rank: int) -> None:
     """Checks the data folder and seeds this process (RNG_SEED + rank)."""
-    runtime.check_data_dir(cfg)
+    check_data_dir(cfg)
     runtime.seed_everything(cfg.RNG_SEED + rank)
 
 

@@ -1,7 +1,6 @@
 """Run-time set-up shared by training and testing: device, precision, RNG."""
 
 import contextlib
-import os
 import random
 from typing import Callable, ContextManager
 
@@ -82,13 +81,3 @@ def preserved_rng():
         yield
     finally:
         set_rng_state(state)
-
-
-def check_data_dir(cfg: CfgNode) -> None:
-    """Fails early with one line when the data folder is missing."""
-    path = cfg.DATA.PATH_TO_DATA_DIR
-    if not path or not os.path.isdir(path):
-        raise FileNotFoundError(
-            f"DATA.PATH_TO_DATA_DIR = {path!r}: folder not found "
-            "(see DATASET.md; `python tools/make_demo_data.py` writes the demo data)"
-        )

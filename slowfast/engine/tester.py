@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader
 from slowfast.checkpoint import io as cu
 from slowfast.checkpoint.fingerprint import test_settings
 from slowfast.datasets import construct_loader, shutdown_workers
+from slowfast.datasets.build import check_data_dir
 from slowfast.engine import runtime
 from slowfast.engine.evaluator import Evaluator
 from slowfast.engine.memory_format import choose_channels_last
@@ -70,7 +71,7 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
         The metrics: top1_err/top5_err (percent) or map, and view counts.
     """
     setup_logging(cfg.OUTPUT_DIR, rank)
-    runtime.check_data_dir(cfg)
+    check_data_dir(cfg)
     runtime.seed_everything(cfg.RNG_SEED)
     ctx = RunContext.create(cfg, rank, world_size)
     path = decided_on_master(

@@ -13,6 +13,7 @@ from typing import List
 
 from fvcore.common.config import CfgNode
 
+from slowfast.config.derived import per_process_batch
 from slowfast.launch.launcher import Layout
 
 EXIT_DATA = 1
@@ -63,26 +64,23 @@ def check_devices(cfg: CfgNode, layout: Layout) -> None:
 
 def check_batch(cfg: CfgNode, layout: Layout) -> None:
     """The training batch divides among the processes of a machine."""
-    per_node = layout.procs_per_node
-    if cfg.TRAIN.ENABLE and cfg.TRAIN.BATCH_SIZE % per_node:
-        raise PreflightError(
-            f"TRAIN.BATCH_SIZE = {cfg.TRAIN.BATCH_SIZE} is not divisible by the "
-            f"{per_node} processes per machine; use a multiple of {per_node}",
-            EXIT_CONFIG,
-        )
+    if cfg.TRAIN.ENABLE:
+        try:
+            per_process_batch(
+                cfg.TRAIN.BATCH_SIZE, layout.procs_per_node, where=" per machine"
+            )
+        except ValueError as err:
+            raise PreflightError(str(err), EXIT_CONFIG) from err
 
 
 def check_data(cfg: CfgNode) -> None:
     """The data folder and the annotation files of every split read exist."""
-    from slowfast.datasets.build import dataset_class, dataset_name
+    from slowfast.datasets.build import check_data_dir, dataset_class, dataset_name
 
-    folder = cfg.DATA.PATH_TO_DATA_DIR
-    if not folder or not os.path.isdir(folder):
-        raise PreflightError(
-            f"DATA.PATH_TO_DATA_DIR = {folder!r}: folder not found (see DATASET.md; "
-            "`python tools/make_demo_data.py` writes the demo data)",
-            EXIT_DATA,
-        )
+    try:
+        check_data_dir(cfg)
+    except FileNotFoundError as err:
+        raise PreflightError(str(err), EXIT_DATA) from err
     for split in splits_read(cfg):
         name = dataset_name(cfg, split)
         for path in dataset_class(name).split_files(cfg, split):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol, Sequence
 
+from slowfast.config.derived import per_process_batch
+
 logger = logging.getLogger(__name__)
 
 
@@ -44,13 +46,7 @@ def check_structure(schedule: MultigridSchedule) -> None:
             per-process batch.
     """
     s = schedule
-    if s.num_procs < 1:
-        raise ValueError(f"num_procs = {s.num_procs}: must be >= 1")
-    if s.base_batch % s.num_procs:
-        raise ValueError(
-            f"TRAIN.BATCH_SIZE = {s.base_batch}: global batch not divisible by "
-            f"the number of processes ({s.num_procs})"
-        )
+    per_process_batch(s.base_batch, s.num_procs)
     multigrid = s.long_cycle or s.short_cycle
     for index, entry in enumerate(s.entries):
         if entry.num_frames < 1:
