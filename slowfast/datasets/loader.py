@@ -87,7 +87,8 @@ class GridBatchSampler(Sampler):
         sampler: yields this process's indices for the epoch (has
             ``set_epoch``, e.g. a ``DistributedSampler``).
         plan_fn: ``(epoch, shard_size) -> [PlannedBatch]`` (or ``(size,
-            grid)`` pairs), the epoch's batches in order; a pure function.
+            grid)`` pairs), the epoch's batches in order; a pure function in
+            training (the schedule hook reads the same plan).
         seed: RNG_SEED, mixed with the epoch and index into each item's seed.
     """
 
@@ -98,7 +99,6 @@ class GridBatchSampler(Sampler):
         self.epoch = 0
         self.start_iter = 0
         self.end_epoch = 1
-        self._plans: dict = {}
 
     def set_epoch(
         self, epoch: int, start_iter: int = 0, end_epoch: Optional[int] = None
@@ -122,16 +122,9 @@ class GridBatchSampler(Sampler):
             self.sampler.set_epoch(self.epoch)
 
     def plan(self, epoch: Optional[int] = None) -> List[PlannedBatch]:
-        """An epoch's batches (default: the first selected), in order.
-
-        Computed once per epoch (the two most recent are kept): the batches
-        this sampler yields and the entries the training hooks read are the
-        same objects.
-        """
+        """An epoch's batches (default: the first selected), in order."""
         epoch = self.epoch if epoch is None else int(epoch)
         shard = len(self.sampler)
-        if (epoch, shard) in self._plans:
-            return self._plans[epoch, shard]
         plan = [PlannedBatch(*item) for item in self.plan_fn(epoch, shard)]
         if any(batch.size <= 0 for batch in plan):
             raise ValueError(f"batch plan of epoch {epoch}: sizes must be > 0")
@@ -140,8 +133,6 @@ class GridBatchSampler(Sampler):
                 f"batch plan of epoch {epoch} needs "
                 f"{sum(batch.size for batch in plan)} clips; the shard has {shard}"
             )
-        self._plans = {key: v for key, v in self._plans.items() if key[0] >= epoch - 1}
-        self._plans[epoch, shard] = plan
         return plan
 
     def __iter__(self) -> Iterator[List[Tuple[int, Optional[SamplingGrid], int]]]:

@@ -76,6 +76,7 @@ class ScheduleHook(HookBase):
         self.optimizer = optimizer
         self.bn = bn
         self.base_batch = base_batch
+        self._plan, self._plan_epoch = [], -1
 
     def before_train(self, state: LoopState) -> None:
         # One stream of the remaining epochs' batches (``engine/loop.py``).
@@ -98,9 +99,11 @@ class ScheduleHook(HookBase):
 
     def before_step(self, state: LoopState) -> None:
         sched, epoch, it = self.schedule, state.epoch, state.iter
-        # The batch plan's entry of this iteration: the object the sampler
-        # cut the batch by (``multigrid.plan.epoch_plan``).
-        shape = self.batch_sampler.plan(epoch)[it].entry
+        # The batch plan's entry of this iteration: the sampler cut the batch
+        # by the same plan (``multigrid.plan.epoch_plan``, built once an epoch).
+        if self._plan_epoch != epoch:
+            self._plan, self._plan_epoch = self.batch_sampler.plan(epoch), epoch
+        shape = self._plan[it].entry
         if state.batch_size != shape.per_proc_batch:
             raise RuntimeError(
                 f"epoch {epoch_str(state)} iteration {it}: loader gave "
