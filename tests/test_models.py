@@ -362,3 +362,22 @@ def test_cpu_memory_format_default_follows_width_and_base_shape_bn_groups():
         load_config(opts=["MODEL.CHANNELS_LAST_3D", "True"]).MODEL.CHANNELS_LAST_3D
         is True
     )
+
+
+def test_build_model_follows_the_callers_memory_format():
+    from slowfast.config import load_config
+    from slowfast.engine.memory_format import choose_channels_last
+    from slowfast.models import build_model
+
+    def channels_last(model):
+        conv = next(m for m in model.modules() if isinstance(m, torch.nn.Conv3d))
+        return conv.weight.is_contiguous(memory_format=torch.channels_last_3d)
+
+    cfg = load_config(
+        [os.path.join(REPO, "configs/Demo/Kinetics_I3D_tiny.yaml")], ["NUM_GPUS", "0"]
+    )
+    assert cfg.MODEL.CHANNELS_LAST_3D is None
+    assert channels_last(build_model(cfg, True))
+    assert not channels_last(build_model(cfg, False))
+    assert not channels_last(build_model(cfg))  # None alone: contiguous
+    assert channels_last(build_model(cfg, True)) != choose_channels_last(cfg)

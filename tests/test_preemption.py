@@ -209,7 +209,7 @@ def test_sigterm_to_the_whole_process_group_stops_cleanly(demo_data, tmp_path):
     cmd += [str(v) for v in _cfg_opts(demo_data, out)]
     cmd[cmd.index("DATA_LOADER.NUM_WORKERS") + 1] = "2"
     cmd += ["SOLVER.MAX_EPOCH", "20"]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ)
     proc = subprocess.Popen(
         cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # its own process group, as a job step

@@ -184,7 +184,6 @@ def test_charades_from_the_csvs_with_per_frame_labels(tmp_path, source):
     _train_one_epoch("Charades_I3D_tiny.yaml", out)
 
 
-@pytest.mark.slow
 def test_missing_folders_and_files_are_one_line(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

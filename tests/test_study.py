@@ -326,7 +326,6 @@ def tiny_kinetics(tmp_path_factory):
 def test_tiny_study_end_to_end_and_rerun_skips(
     tiny_kinetics, tmp_path, capsys, monkeypatch
 ):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     study = _study_module()
     out = tmp_path / "study"
     argv = [

@@ -138,7 +138,7 @@ def test_kill_and_resume_gives_the_same_weights(demo_data, tmp_path):
     """A run killed mid-way and restarted ends with the uninterrupted weights."""
     data = demo_data / "kinetics_x6"
     args = ["--cfg", os.path.join(DEMO, "Kinetics_I3D_tiny_multigrid.yaml")]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ)
 
     full_dir = tmp_path / "full"
     cmd = [sys.executable, RUN_NET, *args, *_opts(data, full_dir, _multigrid_opts())]
@@ -205,7 +205,7 @@ def test_two_cpu_processes_with_short_cycle(demo_data, tmp_path):
         "tcp://127.0.0.1:29533",
         *_opts(data, tmp_path, extra),
     ]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ)
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     log = (tmp_path / "stdout.log").read_text()

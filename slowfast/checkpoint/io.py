@@ -1,8 +1,8 @@
 """Saving and loading checkpoints in the reference (PySlowFast) format.
 
 This module is the interface (``from slowfast.checkpoint import io as cu``);
-names and listing live in ``checkpoint_files.py``, writing in
-``checkpoint_save.py``, Caffe2 ``.pkl`` reading in ``caffe2.py``.
+names and listing live in ``files.py``, writing in ``save.py``, Caffe2
+``.pkl`` reading in ``caffe2.py``.
 
 A checkpoint is a dict saved with ``torch.save``::
 

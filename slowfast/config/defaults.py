@@ -154,11 +154,11 @@ _C.MODEL.FC_INIT_STD = 0.01
 # Activation applied to the scores at eval: "softmax", "sigmoid" or "none".
 _C.MODEL.HEAD_ACT = "softmax"
 # Memory format of the model: True runs it in channels_last_3d, False in the
-# contiguous format; None (the default) picks from measurements:
-# channels_last_3d on GPUs (NUM_GPUS > 0, CUDA available); on CPUs
-# channels_last_3d for models at least 16 channels wide whose BN is one group
-# per process at the base shape, else contiguous (the tiny demo models;
-# slowfast/models/memory_format.py has the numbers).
+# contiguous format; None (the default) lets a run pick
+# (slowfast/engine/memory_format.py): channels_last_3d on GPUs (NUM_GPUS > 0,
+# CUDA available); on CPUs channels_last_3d for models at least 16 channels
+# wide whose BN is one group per process at the base shape, else contiguous
+# (the tiny demo models). build_model alone reads None as contiguous.
 _C.MODEL.CHANNELS_LAST_3D = None
 
 # ---------------------------------------------------------------------------- #

@@ -35,8 +35,8 @@ from slowfast.multigrid.shapes import (
 )
 from slowfast.utils.distributed import get_device
 
-# Memory formats for ``model_rows``: "default" is what build_model picks
-# (``models/memory_format.py``).
+# Memory formats for ``model_rows``: "default" is what a run picks
+# (``engine.memory_format.choose_channels_last``).
 MEMORY_FORMATS = ("default", "contiguous", "channels_last_3d")
 
 

@@ -104,6 +104,11 @@ class ScheduleHook(HookBase):
         if self._plan_epoch != epoch:
             self._plan, self._plan_epoch = self.batch_sampler.plan(epoch), epoch
         shape = self._plan[it].entry
+        if shape is None:
+            raise TypeError(
+                "the training loader's batch plan must carry the schedule's "
+                "entries (PlannedBatch(size, grid, entry)), not (size, grid) pairs"
+            )
         if state.batch_size != shape.per_proc_batch:
             raise RuntimeError(
                 f"epoch {epoch_str(state)} iteration {it}: loader gave "

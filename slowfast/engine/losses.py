@@ -50,9 +50,7 @@ def get_loss_func(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Ten
     Returns:
         The loss function (mean over the batch).
     """
-    if name not in LOSS_REGISTRY:
-        known = sorted(k for k, _ in LOSS_REGISTRY)
-        raise ValueError(f"MODEL.LOSS_FUNC = {name!r}: must be one of {known}")
+    check_registered("MODEL.LOSS_FUNC", name, [k for k, _ in LOSS_REGISTRY])
     return LOSS_REGISTRY.get(name)
 
 

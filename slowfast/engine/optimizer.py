@@ -36,9 +36,7 @@ def construct_optimizer(model: nn.Module, cfg: CfgNode) -> torch.optim.Optimizer
     """
     groups = param_groups(model, cfg)
     name = cfg.SOLVER.OPTIMIZING_METHOD
-    if name not in OPTIMIZER_REGISTRY:
-        known = sorted(k for k, _ in OPTIMIZER_REGISTRY)
-        raise ValueError(f"SOLVER.OPTIMIZING_METHOD = {name!r}: must be one of {known}")
+    check_optimizer_name(cfg)
     return OPTIMIZER_REGISTRY.get(name)(groups, cfg)
 
 

@@ -6,7 +6,7 @@ named in TRAIN.STOP_SIGNALS only sets a flag; after each step every process
 learns whether any of them got one (one small all-reduce), so they all stop
 after the same iteration. Then a mid-epoch checkpoint is written (model,
 optimizer, scaler, every process's RNG states, the hooks' states and the
-position in the epoch; ``checkpoint/io.py`` names it) and the run raises
+position in the epoch; ``checkpoint/files.py`` names it) and the run raises
 ``Preempted``; its processes exit with ``EXIT_PREEMPTED`` (a launcher may
 report another status: torchrun 1, srun with --kill-on-bad-exit a signal) and
 the same command resumes after that iteration. TRAIN.CHECKPOINT_MINUTES > 0

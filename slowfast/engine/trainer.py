@@ -281,7 +281,7 @@ class Trainer:
 
 
 def train(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> None:
-    """Entry point of a training process (see ``slowfast.utils.distributed``).
+    """Entry point of a training process (see ``slowfast.launch.spawn``).
 
     Args:
         cfg: the frozen config.

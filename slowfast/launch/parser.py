@@ -15,8 +15,6 @@ from typing import List, Optional, Sequence
 
 from fvcore.common.config import CfgNode
 
-from slowfast.launch.config import load_run_config
-
 _CFG_SUFFIXES = (".yaml", ".yml")
 
 
@@ -139,6 +137,9 @@ def load_config_from_args(args: argparse.Namespace) -> CfgNode:
     Raises:
         slowfast.config.ConfigError: a bad file, key or value (one line).
     """
+    # Imported here: --help and argument errors answer without the model code.
+    from slowfast.launch.config import load_run_config
+
     opts = list(args.opts)
     if args.num_shards is not None:
         opts += ["NUM_SHARDS", str(args.num_shards)]

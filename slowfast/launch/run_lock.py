@@ -22,7 +22,8 @@ from typing import List, Optional
 logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".run.lock"
-# Temporary files of our atomic writes (``utils/checkpoint._atomic_save``).
+# Temporary files of our atomic writes (``checkpoint/save._atomic_save``,
+# ``engine/run_state``).
 _TEMP_RE = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}\.tmp$")
 
 
@@ -168,7 +169,7 @@ class RunLock:
 def remove_stale_temp_files(output_dir: str) -> List[str]:
     """Removes our interrupted writes' temporary files (call with the lock held).
 
-    Only files named as ``utils/checkpoint`` names its temporary files
+    Only files named as our atomic writes name their temporary files
     (``.<name>.<pid>.<8 hex digits>.tmp``) in OUTPUT_DIR and its checkpoint
     folder are removed.
 

@@ -55,13 +55,29 @@ def available_cores() -> int:
     affinity a task's share, which ``cpu_threads_per_process`` divides again:
     bind CPU jobs per job (``--cpu-bind=none``) rather than per task.
 
+    Hyper-threads of one core count once (Linux: the CPUs' thread siblings
+    in ``/sys``), as torch's own default thread count does.
+
     Returns:
         int: at least 1.
     """
-    count = os.cpu_count() or 1
+    cpus = list(range(os.cpu_count() or 1))
     if hasattr(os, "sched_getaffinity"):
-        count = min(count, len(os.sched_getaffinity(0)))
-    return max(1, count)
+        cpus = sorted(os.sched_getaffinity(0))
+    return max(1, _physical_cores(cpus))
+
+
+def _physical_cores(cpus: Sequence[int]) -> int:
+    """Distinct cores among logical ``cpus`` (their number where unknown)."""
+    cores = set()
+    for cpu in cpus:
+        path = f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
+        try:
+            with open(path) as handle:
+                cores.add(handle.read().strip())
+        except OSError:
+            return len(cpus)
+    return len(cores)
 
 
 def cpu_threads_per_process(

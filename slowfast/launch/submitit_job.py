@@ -64,9 +64,9 @@ class SubmititJob:
         layout = self.layout()
         cfg, notes = apply_layout(self.cfg, layout)
         lock = RunLock(cfg.OUTPUT_DIR)
-        # The first task holds the lock; a requeued job takes its own over.
-        begin_run(cfg, layout, lock, layout.rank == 0, notes)
         try:
+            # The first task holds the lock; a requeued job takes its own over.
+            begin_run(cfg, layout, lock, layout.rank == 0, notes)
             run_in_group(
                 stages(cfg),
                 cfg,

@@ -44,9 +44,7 @@ def build_model(cfg: CfgNode, channels_last: Optional[bool] = None) -> nn.Module
     """
     cfg = with_memory_format(cfg, channels_last)
     name = cfg.MODEL.MODEL_NAME
-    if name not in MODEL_REGISTRY:
-        known = sorted(k for k, _ in MODEL_REGISTRY)
-        raise ValueError(f"MODEL.MODEL_NAME = {name!r}: must be one of {known}")
+    check_model_name(cfg)
     model = attach_input_norm(MODEL_REGISTRY.get(name)(cfg), cfg)
     if uses_channels_last_3d(cfg):
         model = model.to(memory_format=torch.channels_last_3d)

@@ -11,7 +11,7 @@ from slowfast.config.derived import per_process_batch
 logger = logging.getLogger(__name__)
 
 
-class MultigridSchedule(Protocol):
+class ScheduleView(Protocol):
     """What these checks read of a ``schedule.MultigridSchedule`` (a protocol,
     so that this module, which the schedule calls, does not import it)."""
 
@@ -34,7 +34,7 @@ class MultigridSchedule(Protocol):
     def iter_shape(self, epoch: int, iteration: int) -> Any: ...
 
 
-def check_structure(schedule: MultigridSchedule) -> None:
+def check_structure(schedule: ScheduleView) -> None:
     """Checks process count, batch divisibility, frames and BN splits.
 
     Args:
@@ -46,7 +46,11 @@ def check_structure(schedule: MultigridSchedule) -> None:
             per-process batch.
     """
     s = schedule
-    per_process_batch(s.base_batch, s.num_procs)
+    per_process_batch(
+        s.base_batch,
+        s.num_procs,
+        key="the global batch (TRAIN.BATCH_SIZE x NUM_SHARDS)",
+    )
     multigrid = s.long_cycle or s.short_cycle
     for index, entry in enumerate(s.entries):
         if entry.num_frames < 1:
@@ -79,7 +83,7 @@ def check_structure(schedule: MultigridSchedule) -> None:
                 )
 
 
-def check_crops(schedule: MultigridSchedule, min_crop: int) -> None:
+def check_crops(schedule: ScheduleView, min_crop: int) -> None:
     """Checks that every crop of the schedule is at least ``min_crop``.
 
     Args:
@@ -106,9 +110,7 @@ def check_crops(schedule: MultigridSchedule, min_crop: int) -> None:
             )
 
 
-def check_epochs_have_iterations(
-    schedule: MultigridSchedule, dataset_size: int
-) -> None:
+def check_epochs_have_iterations(schedule: ScheduleView, dataset_size: int) -> None:
     """Checks that every epoch has at least one full batch of the training clips.
 
     Args:
