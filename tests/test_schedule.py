@@ -288,7 +288,7 @@ def test_entry_at_out_of_range():
 @pytest.mark.parametrize(
     "opts, num_procs, min_crop, match",
     [
-        (["TRAIN.BATCH_SIZE", "12"], 8, 1, "TRAIN.BATCH_SIZE = 12"),
+        (["TRAIN.BATCH_SIZE", "12"], 8, 1, "TRAIN.BATCH_SIZE x NUM_SHARDS = 12"),
         (
             ["TRAIN.BATCH_SIZE", "9", "MULTIGRID.BN_BASE_SIZE", "2"],
             1,

@@ -49,7 +49,7 @@ def check_structure(schedule: ScheduleView) -> None:
     per_process_batch(
         s.base_batch,
         s.num_procs,
-        key="the global batch (TRAIN.BATCH_SIZE x NUM_SHARDS)",
+        key="TRAIN.BATCH_SIZE x NUM_SHARDS",
     )
     multigrid = s.long_cycle or s.short_cycle
     for index, entry in enumerate(s.entries):
