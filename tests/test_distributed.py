@@ -91,7 +91,9 @@ def test_cpu_thread_rule(monkeypatch):
     assert [rule(cfg, cores=c) for c in (1, 2, 3, 16, 17)] == [1, 1, 1, 8, 8]
     assert rule(cfg, num_procs=3, cores=16) == 5  # the launcher's count wins
     assert rule(load_config([], ["NUM_GPUS", "2"]), cores=16) is None  # GPU: torch's
-    # The cores: the CPU affinity where narrower than os.cpu_count().
+    # The cores: the CPU affinity where narrower than os.cpu_count() (here
+    # without hyper-threads: each logical CPU its own core).
+    monkeypatch.setattr(spawn, "_physical_cores", lambda cpus: len(cpus))
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {2, 3, 5}, raising=False)
     assert spawn.available_cores() == 3
@@ -149,3 +151,14 @@ def test_child_error_propagates_with_traceback(tmp_path):
         spawn.launch_job(cfg, init, _failing_job)
     assert "ValueError: rank 1 failed on purpose" in str(err.value)
     assert "_failing_job" in str(err.value)
+
+
+def test_hyper_threads_of_one_core_count_once(tmp_path):
+    siblings = {0: "0,4", 1: "1,5", 4: "0,4", 5: "1,5", 2: "2"}
+    for cpu, text in siblings.items():
+        folder = tmp_path / f"cpu{cpu}" / "topology"
+        folder.mkdir(parents=True)
+        (folder / "thread_siblings_list").write_text(text + "\n")
+    assert spawn._physical_cores([0, 1, 4, 5], str(tmp_path)) == 2
+    assert spawn._physical_cores([0, 2], str(tmp_path)) == 2
+    assert spawn._physical_cores([0, 3], str(tmp_path)) == 2  # cpu3 unknown: count

@@ -67,11 +67,11 @@ def available_cores() -> int:
     return max(1, _physical_cores(cpus))
 
 
-def _physical_cores(cpus: Sequence[int]) -> int:
+def _physical_cores(cpus: Sequence[int], root: str = "/sys/devices/system/cpu") -> int:
     """Distinct cores among logical ``cpus`` (their number where unknown)."""
     cores = set()
     for cpu in cpus:
-        path = f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
+        path = f"{root}/cpu{cpu}/topology/thread_siblings_list"
         try:
             with open(path) as handle:
                 cores.add(handle.read().strip())
