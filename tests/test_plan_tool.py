@@ -86,4 +86,4 @@ def test_bad_value_fails_with_one_line():
     proc = _run(*SMALL_OPTS, "TRAIN.BATCH_SIZE", "63", "--num-procs", "8", "--no-flops")
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0
-    assert "TRAIN.BATCH_SIZE = 63" in proc.stderr
+    assert "TRAIN.BATCH_SIZE x NUM_SHARDS = 63" in proc.stderr
