@@ -14,7 +14,7 @@ which the tests use; the layer itself sends CPU batches elsewhere.
 """
 
 import functools
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
@@ -82,19 +82,53 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+class _Geometry(NamedTuple):
+    """How the kernels cover a batch: computed once in forward, reused backward."""
+
+    channels: int
+    positions: int  # T * H * W
+    strides: Tuple[int, int, int]
+    block_r: int
+    block_c: int
+    rows: int  # per split
+    all_rows: int
+    c_blocks: int
+    chunks: int
+    per_chunk: int
+    fin_c: int  # channels per program of the finalize kernels
+
+
+def _geometry(x: torch.Tensor, splits: int) -> _Geometry:
+    channels, positions = x.shape[1], x[0, 0].numel()
+    strides = _flat_strides(x)
+    block_r, block_c = _blocks(strides, channels)
+    rows = x.shape[0] // splits * positions
+    c_blocks = _cdiv(channels, block_c)
+    chunks = _chunks(rows, block_r, splits * c_blocks, x.device)
+    per_chunk = _cdiv(_cdiv(rows, chunks), block_r) * block_r
+    return _Geometry(
+        channels,
+        positions,
+        strides,
+        block_r,
+        block_c,
+        rows,
+        x.shape[0] * positions,
+        c_blocks,
+        _cdiv(rows, per_chunk),
+        per_chunk,
+        min(64, _pow2(channels)),
+    )
+
+
 class _SplitBatchNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, splits, eps, momentum):
         kern = _kernels()
-        batch, channels = x.shape[0], x.shape[1]
-        positions = x[0, 0].numel()
-        strides = _flat_strides(x)
-        block_r, block_c = _blocks(strides, channels)
-        rows = batch // splits * positions  # per split
-        c_blocks = _cdiv(channels, block_c)
-        chunks = _chunks(rows, block_r, splits * c_blocks, x.device)
-        per_chunk = _cdiv(_cdiv(rows, chunks), block_r) * block_r
-        chunks = _cdiv(rows, per_chunk)
+        g = _geometry(x, splits)
+        channels, positions, strides = g.channels, g.positions, g.strides
+        block_r, block_c, c_blocks = g.block_r, g.block_c, g.c_blocks
+        rows, per_chunk, chunks = g.rows, g.per_chunk, g.chunks
         f32 = dict(dtype=torch.float32, device=x.device)
         part = torch.empty((3, chunks, splits, channels), **f32)
         kern.split_stats[(chunks, splits, c_blocks)](
@@ -112,8 +146,7 @@ class _SplitBatchNorm(torch.autograd.Function):
         )
         stats = torch.empty((4, splits, channels), **f32)
         track = running_mean is not None
-        fin_c = min(64, _pow2(channels))
-        kern.split_finalize[(_cdiv(channels, fin_c),)](
+        kern.split_finalize[(_cdiv(channels, g.fin_c),)](
             part,
             weight,
             bias,
@@ -127,24 +160,23 @@ class _SplitBatchNorm(torch.autograd.Function):
             momentum,
             TRACK=track,
             BLOCK_K=_pow2(splits),
-            BLOCK_C=fin_c,
+            BLOCK_C=g.fin_c,
         )
         y = torch.empty_like(x)
-        all_rows = batch * positions
-        kern.split_apply[(_cdiv(all_rows, block_r), c_blocks)](
+        kern.split_apply[(_cdiv(g.all_rows, block_r), c_blocks)](
             x,
             y,
             stats,
             channels,
             positions,
-            all_rows,
+            g.all_rows,
             splits,
             *strides,
             BLOCK_R=block_r,
             BLOCK_C=block_c,
         )
         ctx.save_for_backward(x, weight, stats)
-        ctx.splits, ctx.chunks = splits, chunks
+        ctx.splits, ctx.geometry = splits, g
         return y
 
     @staticmethod
@@ -157,15 +189,11 @@ class _SplitBatchNorm(torch.autograd.Function):
                 torch.contiguous_format if x.is_contiguous() else torch.channels_last_3d
             )
             dy = dy.contiguous(memory_format=fmt)
-        batch, channels = x.shape[0], x.shape[1]
-        positions = x[0, 0].numel()
-        strides, d_strides = _flat_strides(x), _flat_strides(dy)
-        block_r, block_c = _blocks(strides, channels)
-        rows = batch // splits * positions
-        c_blocks = _cdiv(channels, block_c)
-        chunks = _chunks(rows, block_r, splits * c_blocks, x.device)
-        per_chunk = _cdiv(_cdiv(rows, chunks), block_r) * block_r
-        chunks = _cdiv(rows, per_chunk)
+        g = ctx.geometry
+        channels, positions, strides = g.channels, g.positions, g.strides
+        block_r, block_c, c_blocks = g.block_r, g.block_c, g.c_blocks
+        rows, per_chunk, chunks = g.rows, g.per_chunk, g.chunks
+        d_strides = _flat_strides(dy)
         f32 = dict(dtype=torch.float32, device=x.device)
         part = torch.empty((2, chunks, splits, channels), **f32)
         kern.split_grad_stats[(chunks, splits, c_blocks)](
@@ -187,8 +215,7 @@ class _SplitBatchNorm(torch.autograd.Function):
         coef = torch.empty((2, splits, channels), **f32)
         dw = torch.empty_like(weight)
         db = torch.empty_like(weight)
-        fin_c = min(64, _pow2(channels))
-        kern.split_grad_finalize[(_cdiv(channels, fin_c),)](
+        kern.split_grad_finalize[(_cdiv(channels, g.fin_c),)](
             part,
             dw,
             db,
@@ -198,11 +225,10 @@ class _SplitBatchNorm(torch.autograd.Function):
             chunks,
             float(rows),
             BLOCK_K=_pow2(splits),
-            BLOCK_C=fin_c,
+            BLOCK_C=g.fin_c,
         )
         dx = torch.empty_like(x)
-        all_rows = batch * positions
-        kern.split_grad_apply[(_cdiv(all_rows, block_r), c_blocks)](
+        kern.split_grad_apply[(_cdiv(g.all_rows, block_r), c_blocks)](
             x,
             dy,
             dx,
@@ -211,7 +237,7 @@ class _SplitBatchNorm(torch.autograd.Function):
             weight,
             channels,
             positions,
-            all_rows,
+            g.all_rows,
             splits,
             *strides,
             *d_strides,
