@@ -133,6 +133,7 @@ class TrainStep:
         if graphs and self.device.type != "cuda":
             raise ValueError("CUDA graphs need a GPU (NUM_GPUS > 0)")
         self.graphs = {} if graphs else None
+        self._pool = torch.cuda.graph_pool_handle() if graphs else None
         self.plain_bn = plain_bn
         self.splits = 1
 
@@ -167,8 +168,6 @@ class TrainStep:
                     self._forward_backward(*static)
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            if not hasattr(self, "_pool"):
-                self._pool = torch.cuda.graph_pool_handle()
             with torch.cuda.graph(graph, pool=self._pool):
                 self._forward_backward(*static)
             self.graphs[key] = (graph, static)
