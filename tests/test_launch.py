@@ -222,10 +222,12 @@ def test_torchrun_and_srun_run_the_spawned_job_and_resume_a_preemption(
     _assert_same(expected, _weights(srun))
 
 
-def test_submit_dry_run_prints_the_sbatch_script(tmp_path):
+def test_submit_dry_run_prints_the_sbatch_script(demo_data, tmp_path):
     cmd = [sys.executable, SUBMIT, "--cfg", CFG, "--nodes", "2", "--gpus-per-node"]
     cmd += ["8", "--partition", "p1", "--time", "1-00:00:00", "--dry-run"]
     cmd += ["OUTPUT_DIR", str(tmp_path / "run")]
+    cmd += ["DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics")]
+    cmd += ["DATA.PATH_PREFIX", str(demo_data / "kinetics")]
     out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
     assert out.returncode == 0, out.stderr
     text = out.stdout
@@ -236,6 +238,17 @@ def test_submit_dry_run_prints_the_sbatch_script(tmp_path):
     assert "#SBATCH --partition=p1" in text and "#SBATCH --signal=USR2@300" in text
     assert str(tmp_path / "run" / "slurm") in text
     assert not (tmp_path / "run").exists()  # nothing submitted, nothing written
+
+
+def test_submit_checks_the_data_before_submitting(tmp_path):
+    cmd = [sys.executable, SUBMIT, "--cfg", CFG, "--gpus-per-node", "8"]
+    cmd += ["OUTPUT_DIR", str(tmp_path / "run")]
+    cmd += ["DATA.PATH_TO_DATA_DIR", str(tmp_path / "nowhere")]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
+    assert out.returncode == 1, out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and str(tmp_path / "nowhere") in errors[0], out.stderr
+    assert "submitted" not in out.stdout and not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ Usage:
         --gpus-per-node G [--partition P] [--time MINUTES|HH:MM:SS] \
         [--account A] [--constraint C] [--mem M] [--cpus-per-task K] \
         [--job-dir DIR] [--name NAME] [--dry-run] [--executor slurm|local] \
-        [--signal-delay-s 300] [--max-requeues 100] \
+        [--signal-delay-s 300] [--max-requeues 100] [--no-checks] \
         [KEY VALUE ...]
 
 The job runs ``tools/run_net.py``'s stages in every task (see
@@ -14,6 +14,11 @@ The job runs ``tools/run_net.py``'s stages in every task (see
 seconds before the time limit (and on preemption, where the cluster sends
 it): the run saves a mid-epoch checkpoint and submitit requeues the job, which
 resumes from it. Job logs go to ``OUTPUT_DIR/slurm/`` unless ``--job-dir``.
+Before anything is submitted, the checks ``run_net.py`` makes before any work
+(data and list files, checkpoints to load, OUTPUT_DIR, the run to resume; not
+the GPUs, which are the job's nodes') run here and stop with one line naming
+the problem (``--no-checks`` skips them, e.g. when the data is mounted on the
+compute nodes only); every task checks again when the job starts.
 ``--dry-run`` prints the sbatch script submitit would submit and exits; no
 SLURM needed. ``--executor local`` runs the job on this machine with
 submitit's local executor (its tasks on CPU when NUM_GPUS is 0) and waits
@@ -30,7 +35,9 @@ from typing import List, Optional
 from slowfast.config import ConfigError
 from slowfast.config.derived import global_batch_size, lr_scale
 from slowfast.launch.config import load_run_config
+from slowfast.launch.launcher import Layout
 from slowfast.launch.parser import reject_options_among_overrides
+from slowfast.launch.preflight import PreflightError, preflight_submit
 
 
 def _minutes(text: str) -> int:
@@ -68,6 +75,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     add("--name", default=None, help="job name (default: the config's name)")
     add("--executor", choices=("slurm", "local"), default="slurm")
     add("--dry-run", action="store_true", help="print the job, submit nothing")
+    add("--no-checks", action="store_true", help="skip the checks before submitting")
     add("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE")
     args = parser.parse_args(argv)
     reject_options_among_overrides(parser, args.opts)
@@ -156,6 +164,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     job_dir = os.path.abspath(args.job_dir or os.path.join(cfg.OUTPUT_DIR, "slurm"))
     params = executor_parameters(args, cfg)
     print(describe(args, cfg, params, job_dir))
+    if not args.no_checks:
+        layout = Layout("submitit", args.nodes, params["tasks_per_node"], 0, "", 0, 0)
+        try:
+            preflight_submit(cfg, layout, write=not args.dry_run)
+        except PreflightError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return err.exit_status
     try:
         import submitit
     except ImportError:

@@ -178,6 +178,26 @@ def preflight(cfg: CfgNode, layout: Layout) -> None:
         check_resume(cfg)
 
 
+def preflight_submit(cfg: CfgNode, layout: Layout, write: bool = True) -> None:
+    """The checks that hold on the machine that submits a cluster job.
+
+    All of :func:`preflight`'s but the devices, which are the job's nodes'.
+    Raises ``PreflightError`` at the first problem.
+
+    Args:
+        cfg: the job's config (with its layout applied).
+        layout: the job's process layout.
+        write: probe OUTPUT_DIR by writing to it (False for a dry run, which
+            writes nothing).
+    """
+    check_batch(cfg, layout)
+    check_checkpoint_files(cfg)
+    check_data(cfg)
+    if write:
+        check_output_dir(cfg)
+    check_resume(cfg)
+
+
 def check_resume(cfg: CfgNode) -> None:
     """The checkpoint a training run resumes from belongs to it and is whole."""
     if not (cfg.TRAIN.ENABLE and cfg.TRAIN.AUTO_RESUME):

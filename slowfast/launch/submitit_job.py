@@ -17,6 +17,7 @@ import sys
 from fvcore.common.config import CfgNode
 
 from slowfast.launch.launcher import Layout, apply_layout
+from slowfast.launch.preflight import PreflightError, preflight
 from slowfast.launch.run_lock import RunLock
 from slowfast.launch.start import begin_run, stages
 
@@ -63,6 +64,11 @@ class SubmititJob:
 
         layout = self.layout()
         cfg, notes = apply_layout(self.cfg, layout)
+        try:
+            preflight(cfg, layout)  # as run_net.py does, on this task's node
+        except PreflightError as err:
+            logger.error("error: %s", err)
+            sys.exit(err.exit_status)
         lock = RunLock(cfg.OUTPUT_DIR)
         try:
             # The first task holds the lock; a requeued job takes its own over.
