@@ -129,8 +129,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         type=float,
         default=0.0,
         help="plan the loader's capacity for a model that trains this many clips "
-        "per second at the base shape (e.g. measured on the GPU); with --model, "
-        "the speeds measured here are used",
+        "per second at the base shape (e.g. measured on the GPU); without it, "
+        "--model's speeds measured here are used",
     )
     parser.add_argument(
         "--threads", type=int, default=0, help="model threads (0: torch's)"

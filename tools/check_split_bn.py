@@ -152,8 +152,8 @@ def bench(device: torch.device, dtype: torch.dtype, warmup: int, iters: int) -> 
     )
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    """Entry point."""
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """Parses the command line: ``--bench``, ``--dtypes``, ``--warmup``, ``--iters``."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -161,7 +161,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--dtypes", default="fp16,bf16", help="for --bench")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iters", type=int, default=20)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point."""
+    args = parse_args(argv)
     if not torch.cuda.is_available():
         print("check_split_bn.py: no CUDA device; the kernels run on GPUs only")
         return 2

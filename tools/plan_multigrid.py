@@ -3,13 +3,13 @@
 
 Usage:
     python tools/plan_multigrid.py --cfg X.yaml [--cfg Y.yaml] [KEY VALUE ...]
-        [--num-procs N] [--dataset-size N] [--json] [--plot out.png] [--flops]
+        [--num-procs N] [--dataset-size N] [--json] [--plot out.png] [--no-flops]
 
 One row per long-cycle entry: LR stage, phase, global batch (and its
 long-cycle factor), frames, crop, short-cycle crops, epochs, end epoch,
 iterations for ``--dataset-size`` training clips, LR (no warm-up), BN splits,
 BN sync group size and the cost of an iteration (relative to a baseline
-iteration, or GFLOPs with ``--flops``); then totals and the iteration ratio
+iteration, and GFLOPs unless ``--no-flops``); then totals and the iteration ratio
 against the configured baseline. ``--json`` prints one JSON object instead.
 """
 
@@ -20,6 +20,7 @@ import json
 import sys
 from typing import Optional
 
+from slowfast.config.derived import global_batch_size
 from slowfast.launch.config import load_run_config
 from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.report import format_table
@@ -127,7 +128,7 @@ def main(argv: Optional[list] = None) -> int:
     sources = ", ".join(args.cfg_files) or "defaults"
     print(f"config: {sources}" + (f" + {' '.join(args.opts)}" if args.opts else ""))
     print(
-        f"base shape: {cfg.TRAIN.BATCH_SIZE} x {cfg.DATA.NUM_FRAMES} x "
+        f"base shape: {global_batch_size(cfg)} x {cfg.DATA.NUM_FRAMES} x "
         f"{cfg.DATA.TRAIN_CROP_SIZE}^2 (global batch x frames x crop), "
         f"{num_procs} process{'es' if num_procs != 1 else ''}, long cycle "
         f"{'on' if schedule.long_cycle else 'off'}, short cycle "

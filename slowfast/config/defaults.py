@@ -48,7 +48,7 @@ _C.TRAIN.CHECKPOINT_PERIOD = 10
 _C.TRAIN.AUTO_RESUME = True
 # Checkpoint to initialise from when no checkpoint is found in OUTPUT_DIR.
 _C.TRAIN.CHECKPOINT_FILE_PATH = ""
-# Checkpoint format: "pytorch" (.pyth) or "caffe2" (.pkl, not supported here).
+# Checkpoint format: "pytorch" (.pyth) or "caffe2" (the reference's Caffe2 .pkl).
 _C.TRAIN.CHECKPOINT_TYPE = "pytorch"
 # Inflate a 2D (ImageNet) checkpoint into the 3D model's kernels.
 _C.TRAIN.CHECKPOINT_INFLATE = False
@@ -209,7 +209,8 @@ _C.DATA.DECODING_BACKEND = "pyav"
 # tools/prepare_dataset.py writes (slowfast/datasets/renditions.py). Same
 # field of view, fewer pixels to decode. No effect without that file.
 _C.DATA.USE_RENDITIONS = True
-# Charades: sample frames with the inverse-uniform scheme.
+# Draw the training short side as 1 / uniform(1 / max, 1 / min) of
+# DATA.TRAIN_JITTER_SCALES instead of uniformly (any dataset).
 _C.DATA.INV_UNIFORM_SAMPLE = False
 # Random horizontal flip at training.
 _C.DATA.RANDOM_FLIP = True
