@@ -60,10 +60,10 @@ def worker_niceness(cfg: CfgNode) -> int:
 
     On a 2-core CPU a worker that takes a core mid-step stalls both of the
     model's threads (one is preempted, the other waits for it), most at the
-    coarse multigrid shapes, whose large batches the workers fill fastest;
-    with 19 the step there ran 11-24% faster in 7 of 8 alternating pairs and
-    whole runs about 3% faster, within the machine's noise (DATASET.md,
-    "Worker priority", has the runs). GPU runs were not measured with it.
+    coarse multigrid shapes, whose large batches the workers fill fastest.
+    At 19 the model's threads get the cores first: those steps ran faster,
+    whole runs by less than the machine's noise (docs/BENCHMARKS.md, "Worker
+    priority"). GPU runs keep 0; the setting was not measured there.
 
     Args:
         cfg: the run's config.

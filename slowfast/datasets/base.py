@@ -228,7 +228,7 @@ class VideoDataset(Dataset):
         return self._cache
 
     def reformatter(self) -> VideoReformatter:
-        """This process's RGB converter (reused: creating one costs ~1 ms)."""
+        """This process's RGB converter (reused: creating one per clip is costly)."""
         if self._reformatter is None:
             self._reformatter = VideoReformatter()
         return self._reformatter

@@ -81,8 +81,8 @@ def decode_clip(
             in source frames; positions past the end repeat the last frame.
         threads: decoder threads (None: one; 0: FFmpeg's choice).
         cache: when given, the whole video is decoded once and kept there.
-        reformatter: RGB converter reused across calls (creating one costs
-            about 1 ms); a fresh one when None.
+        reformatter: RGB converter reused across calls (creating one per
+            clip is costly); a fresh one when None.
 
     Returns:
         tuple: uint8 ``[T, H, W, C]`` frames, and the stream's ``StreamInfo``.

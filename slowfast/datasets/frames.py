@@ -3,8 +3,8 @@
 Returns uint8 tensors ``[T, H, W, C]`` (RGB) like the PyAV backend; a missing
 or unreadable frame raises ``DecodeError`` with the frame's path. JPEGs are
 decoded by libjpeg-turbo through ``simplejpeg`` (the same pixels as Pillow,
-faster: docs/BENCHMARKS.md); other images, and JPEGs it cannot read, through
-Pillow.
+faster: docs/BENCHMARKS.md, "Loader per multigrid shape on Kinetics-like
+video"); other images, and JPEGs it cannot read, through Pillow.
 """
 
 import io

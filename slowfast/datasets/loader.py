@@ -79,9 +79,10 @@ class GridBatchSampler(Sampler):
     one stream (``set_epoch(epoch, end_epoch=...)``): the training loop takes
     each epoch's count from a single loader iterator, so the loader's workers
     prepare the next epoch's first batches while the current epoch ends,
-    instead of idling until a new iterator starts (measured on one GPU: 30%
-    of the multigrid loop waited for data, an epoch of the 8x shape being 13
-    large batches).
+    instead of idling until a new iterator starts. Multigrid's coarse shapes
+    make epochs of few, large batches, so an idle start at every epoch
+    boundary would be a large share of the loop's time (docs/BENCHMARKS.md,
+    "One loader iterator across epochs").
 
     Args:
         sampler: yields this process's indices for the epoch (has
@@ -291,9 +292,9 @@ def shutdown_workers(loader: DataLoader) -> None:
     """Stops a loader's persistent worker processes now.
 
     Otherwise they are stopped at interpreter exit, where PyTorch waits 5 s
-    per worker when memory pinning is on (pytorch/pytorch#81794): 210 s at the
-    end of a one-GPU run with 14 workers and 3 loaders, measured on an H100
-    machine. The loader starts new workers if it is iterated again.
+    per worker when memory pinning is on (pytorch/pytorch#81794), which adds
+    minutes to the end of a GPU run with many workers and several loaders.
+    The loader starts new workers if it is iterated again.
 
     Args:
         loader: a loader from ``construct_loader``.

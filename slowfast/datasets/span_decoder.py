@@ -196,7 +196,7 @@ def decode_span(
         targets: wanted times in seconds (any order).
         selective: skip unwanted non-reference frames (needs a
             single-threaded decoder).
-        reformatter: RGB converter to reuse (creating one costs ~1 ms).
+        reformatter: RGB converter to reuse (creating one per clip is costly).
 
     Returns:
         torch.Tensor: uint8 ``[len(targets), H, W, 3]`` in the targets' order.

@@ -4,11 +4,10 @@ True selects ``torch.channels_last_3d``, False the contiguous format. The
 default (None) is channels-last on GPUs; on CPUs channels-last for models at
 least ``CPU_MIN_WIDTH`` channels wide whose training BN is one group per
 process at the base shape, contiguous otherwise. Why: on GPUs channels-last
-steps were faster with plain and sub-batch BN alike; on CPUs it was faster for
+steps are faster with plain and sub-batch BN alike; on CPUs it is faster for
 full-width models but slower for the tiny demo models, and sub-batch BN with
 several splits at the base shape runs as one fused batch norm only on
-contiguous batches (measurements: DATASET.md, "Model step per shape", and
-docs/BENCHMARKS.md).
+contiguous batches (timings: docs/BENCHMARKS.md, "Memory format").
 """
 
 import torch

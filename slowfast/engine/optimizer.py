@@ -46,10 +46,10 @@ def sgd(groups: list, cfg: CfgNode) -> torch.optim.Optimizer:
 
     PyTorch picks the update's implementation: one ``foreach`` update over all
     parameters on GPUs, a per-tensor loop on CPUs, where ``foreach`` is no
-    faster (2.6 against 2.7 ms per step for the tiny demo model's 4.2M
-    parameters on 2 cores) or slower (42 against 30 ms for I3D-NL R50's
-    35.4M). ``fused=True`` took 1.5 and 26 ms but rounds differently in the
-    last bit, so it would change every trained number; not used.
+    faster for small models and slower for full-width ones
+    (docs/BENCHMARKS.md, "SGD implementation on CPU"). ``fused=True`` is faster
+    but rounds differently in the last bit, so it would change every trained
+    number; not used.
     """
     return torch.optim.SGD(
         groups,

@@ -13,12 +13,11 @@ too. Outputs are the same up to float rounding (the dropped products are
 exact zeros), and so are the gradients (the dropped taps' are zero either
 way); parameters and state-dict keys are those of ``nn.Conv3d``.
 
-Measured on a 2-core CPU (PyTorch 2.13, oneDNN), forward + backward at 1
-thread: the stem at 128 x 2 x 45^2, 70 ms as a 3-tap 3D convolution (5 taps:
-97 ms) against 20 ms as a 2D one; res2's 3 x 3 x 3 convolutions at 128 x 2 x
-12^2, 21 and 67 ms against 12 and 32 ms. oneDNN's 3D kernels run 2-3x slower
-per FLOP at 2 frames than at 8; at 4 or 8 frames the 2D form is slower, and
-at 1 frame no faster (so it is used at 2 frames only).
+Why: on CPUs, oneDNN's 3D kernels are slow per FLOP on 2-frame clips, and
+there the trimmed 3D kernel and, more so, the 2D form are faster. At 4 or 8
+frames the 2D form is slower, and at 1 frame no faster, so it is used at 2
+frames only (timings: docs/BENCHMARKS.md, "TimeTrimmedConv3d and fused
+sub-batch BN").
 
 While the model is traced (fvcore's FLOP count), the full kernel is applied,
 so FLOP counts are those of the convolution as defined (padding included, as

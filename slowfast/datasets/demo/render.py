@@ -205,7 +205,7 @@ def composite(
         frames.mul_(1.0 - a).add_(a * color[None, :, None, None])
     frames = frames.permute(0, 2, 3, 1)
     if noise_std > 0:
-        # torch draws Gaussians ~3x faster than numpy; seed it from the video's rng.
+        # torch draws Gaussians faster than numpy; seed it from the video's rng.
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         frames = frames + noise_std * torch.randn(frames.shape, generator=gen)
     return (frames.clamp(0.0, 1.0) * 255.0 + 0.5).to(torch.uint8).numpy()

@@ -96,12 +96,13 @@ _EASY = Style(
 )
 # Kinetics layout: digits nearly as tall as the frame, moving slowly inside the
 # central 80% of the width, so that even multigrid's smallest clips (32-45 px
-# crops of frames scaled to 32-64 px) keep a readable digit in view (with 36-48
-# px sprites the multigrid demo reached 26% test top-1, with these 82%).
+# crops of frames scaled to 32-64 px) keep a readable digit in view (with
+# smaller sprites the multigrid demo tested far lower: docs/BENCHMARKS.md,
+# "Demo data looks").
 _KINETICS_EASY = replace(_EASY, digit_size=(64, 80), speed=(0.3, 1.0), margin=0.1)
 # Harder than the small look but with the same plain, grey-ish backgrounds:
 # colourful unique backgrounds and a static distractor digit let the tiny I3D
-# memorise the 1000 training videos and stay at chance on val (measured).
+# memorise the 1000 training videos and stay at chance on val.
 _KINETICS_HARD = Style(
     digit_size=(28, 38),
     contrast=(0.35, 0.55),
@@ -127,9 +128,8 @@ _MOTION_HARD = Style(
 
 # Motion classes with digits of mixed size and contrast among clutter: large
 # enough that the coarsest multigrid views (32 px of a 96 px frame) still show
-# them (with 20-42 px digits the tiny I3D, batch 32 at LR 0.024, learned
-# nothing at 32 px in 6 epochs, where it reached 9% train error at 64 px),
-# faint often enough that full resolution still helps.
+# them (with smaller digits the tiny I3D learned nothing at 32 px while it
+# learned at 64 px), faint often enough that full resolution still helps.
 _MOTION_STUDY = Style(
     digit_size=(32, 56),
     contrast=(0.15, 0.7),
@@ -144,7 +144,7 @@ _SPECS = {
         {"train": 10, "val": 5, "test": 5}, 48, 96, 112, 30, _KINETICS_EASY
     ),
     # 500 test videos: one video is 0.2 points, so the README demo's two runs
-    # compare (with 50, one video was 2 points).
+    # compare (with 50, one video would be 2 points).
     ("kinetics", "small"): LayoutSpec(
         {"train": 500, "val": 50, "test": 500}, 48, 96, 112, 30, _KINETICS_EASY
     ),
@@ -164,11 +164,9 @@ _SPECS = {
     ("ssv2", "study_large"): LayoutSpec(
         {"train": 4800, "val": 1200}, 32, 96, 128, 12, _MOTION_STUDY
     ),
-    # The Kinetics layout's large digits, shown one after the other: with 1-3
-    # digits of 32-42 px side by side in 96 x 128 frames (parts of them cropped
-    # out by 64 px training crops) and 100 training videos, the tiny I3D stayed
-    # near its prior (test mAP 32.6% at LR 0.005, 36.5% at 0.05, against 20.3%
-    # for random scores).
+    # The Kinetics layout's large digits, shown one after the other: with
+    # smaller digits side by side (parts of them cropped out by 64 px training
+    # crops) and fewer training videos, the tiny I3D stayed near its prior.
     ("charades", "tiny"): LayoutSpec(
         {"train": 4, "val": 2}, 48, 96, 112, 24, _KINETICS_EASY
     ),

@@ -120,12 +120,12 @@ def decode_rgb(path: str, fps: Optional[float] = None) -> Tuple[np.ndarray, floa
     return np.stack([frames[max(0, i)] for i in picks]), float(fps)
 
 
-# x264 settings of prepared clips, chosen by measurement (DATASET.md, "Fast
-# loading"): "fastdecode" (CAVLC entropy coding, no deblocking filter, no
-# weighted prediction) and B-frames that no other frame references
-# ("b-pyramid=none"), which the loader's selective decoding skips unless it
-# needs them. Same quality as x264's defaults at CRF 20, a little larger, much
-# faster to decode (docs/BENCHMARKS.md).
+# x264 settings of prepared clips, chosen for decoding speed: "fastdecode"
+# (CAVLC entropy coding, no deblocking filter, no weighted prediction) and
+# B-frames that no other frame references ("b-pyramid=none"), which the
+# loader's selective decoding skips unless it needs them. Same quality as
+# x264's defaults at CRF 20, a little larger, much faster to decode
+# (docs/BENCHMARKS.md, "Loader per multigrid shape on Kinetics-like video").
 PREPARED_X264 = {
     "crf": "20",
     "preset": "veryfast",
