@@ -63,6 +63,9 @@ _C.TRAIN.MIXED_PRECISION = False
 _C.TRAIN.STOP_SIGNALS = ["SIGUSR1", "SIGUSR2", "SIGTERM"]
 # Also save a mid-epoch checkpoint every CHECKPOINT_MINUTES minutes (0: off).
 _C.TRAIN.CHECKPOINT_MINUTES = 0.0
+# Replay each batch shape's forward and backward from a CUDA graph (one GPU,
+# one process): the host launches one graph per step instead of every kernel.
+_C.TRAIN.CUDA_GRAPHS = False
 
 # ---------------------------------------------------------------------------- #
 # Testing options

@@ -111,6 +111,13 @@ def validate_cfg(cfg: CfgNode) -> None:
     _check(period >= 0, "TRAIN.EVAL_PERIOD", period, "must be >= 0 (0: never)")
     minutes = cfg.TRAIN.CHECKPOINT_MINUTES
     _check(minutes >= 0, "TRAIN.CHECKPOINT_MINUTES", minutes, "must be >= 0 (0: off)")
+    graphs = cfg.TRAIN.CUDA_GRAPHS
+    _check(
+        not graphs or cfg.NUM_GPUS > 0,
+        "TRAIN.CUDA_GRAPHS",
+        graphs,
+        "needs a GPU (NUM_GPUS > 0); set it False on CPU",
+    )
     timeout = cfg.DIST_TIMEOUT_MINUTES
     _check(timeout > 0, "DIST_TIMEOUT_MINUTES", timeout, "must be positive")
     try:

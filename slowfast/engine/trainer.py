@@ -25,6 +25,7 @@ from slowfast.engine.builders import (
     write_run_files,
 )
 from slowfast.engine.evaluator import Evaluator
+from slowfast.engine.graphed_step import GraphedTrainStep
 from slowfast.engine.hooks import (
     BadDataHook,
     BufferSyncHook,
@@ -230,7 +231,8 @@ class Trainer:
             lambda: self.run_state.training_from(self.start_epoch),
             (RunStateError,),
         )
-        step = TrainStep(
+        step_class = GraphedTrainStep if self.cfg.TRAIN.CUDA_GRAPHS else TrainStep
+        step = step_class(
             self.model,
             self.optimizer,
             self.loss_fn,

@@ -62,6 +62,16 @@ def check_devices(cfg: CfgNode, layout: Layout) -> None:
         )
 
 
+def check_cuda_graphs(cfg: CfgNode, layout: Layout) -> None:
+    """CUDA graphs of the training step run one process only."""
+    if cfg.TRAIN.ENABLE and cfg.TRAIN.CUDA_GRAPHS and layout.world_size > 1:
+        raise PreflightError(
+            f"TRAIN.CUDA_GRAPHS = True runs one process, this job has "
+            f"{layout.world_size}; set NUM_GPUS 1 or TRAIN.CUDA_GRAPHS False",
+            EXIT_CONFIG,
+        )
+
+
 def check_batch(cfg: CfgNode, layout: Layout) -> None:
     """The training batch divides among the processes of a machine."""
     if cfg.TRAIN.ENABLE:
@@ -170,6 +180,7 @@ def preflight(cfg: CfgNode, layout: Layout) -> None:
         layout: the job's process layout.
     """
     check_devices(cfg, layout)
+    check_cuda_graphs(cfg, layout)
     check_batch(cfg, layout)
     check_checkpoint_files(cfg)
     check_data(cfg)
@@ -190,6 +201,7 @@ def preflight_submit(cfg: CfgNode, layout: Layout, write: bool = True) -> None:
         write: probe OUTPUT_DIR by writing to it (False for a dry run, which
             writes nothing).
     """
+    check_cuda_graphs(cfg, layout)
     check_batch(cfg, layout)
     check_checkpoint_files(cfg)
     check_data(cfg)

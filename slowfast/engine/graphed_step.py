@@ -1,0 +1,161 @@
+"""The training step replayed from one CUDA graph per batch shape.
+
+With ``TRAIN.CUDA_GRAPHS True`` the forward pass, the loss and the backward
+pass of each batch shape (inputs' shapes and BN splits: a multigrid run has
+about eight) are captured once in a CUDA graph and replayed at every later
+step of that shape, so the host launches one graph instead of thousands of
+kernels; the statistics, the guard against a non-finite loss, gradient
+clipping and the optimizer update run eagerly as in :class:`TrainStep`.
+
+What a replay needs, and this class keeps:
+
+* the same tensors: inputs and labels are copied into the graph's own input
+  tensors, gradients stay allocated (zeroed, never set to None) and are
+  handed back to the parameters should anything have replaced them;
+* no host synchronisation inside the captured region (the sub-batch BN
+  kernels of ``models/split_bn.py`` have none);
+* BN running statistics as eager training leaves them: capture runs the
+  step twice on a side stream first (CUDA's warm-up), and the statistics
+  those two passes updated are restored afterwards.
+
+One process only (no DDP gradient all-reduce inside a graph here), on a GPU;
+``config/validate.py`` and ``launch/preflight.py`` say so before the run.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+import torch
+from torch import nn
+
+from slowfast.engine.loop import StepStats
+from slowfast.engine.step import TrainStep
+from slowfast.models.norm import SubBatchNorm3d
+
+WARMUP_PASSES = 2  # eager passes on a side stream before capture, as CUDA asks
+
+
+@dataclass
+class _Graph:
+    """A captured step: the graph and the tensors it reads and writes."""
+
+    graph: "torch.cuda.CUDAGraph"
+    inputs: List[torch.Tensor]
+    labels: torch.Tensor
+    loss: torch.Tensor
+    preds: torch.Tensor
+
+
+class GraphedTrainStep(TrainStep):
+    """:class:`TrainStep` with forward and backward replayed from CUDA graphs.
+
+    Takes :class:`TrainStep`'s arguments; the model must be on a CUDA device
+    and the run one process.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.device.type != "cuda":
+            raise ValueError("TRAIN.CUDA_GRAPHS needs a GPU (NUM_GPUS > 0)")
+        if self.ctx.distributed:
+            raise ValueError("TRAIN.CUDA_GRAPHS runs one process only")
+        self.graphs: Dict[Tuple, _Graph] = {}
+        self.pool = torch.cuda.graph_pool_handle()
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.grads: List[torch.Tensor] = []
+
+    def __call__(self, batch) -> StepStats:
+        """Trains on one ``(inputs, labels, indices, extras)`` batch."""
+        inputs, labels, _index, extras = batch
+        if not self.model.training:  # evaluation and precise BN leave eval mode
+            self.model.train()
+        inputs = [x.to(self.device, non_blocking=True) for x in inputs]
+        labels = labels.to(self.device, non_blocking=True)
+        key = (tuple(x.shape for x in inputs), tuple(labels.shape), self._splits())
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(inputs, labels)
+        step = self.graphs[key]
+        for dst, src in zip(step.inputs, inputs):
+            dst.copy_(src, non_blocking=True)
+        step.labels.copy_(labels, non_blocking=True)
+        self._zero_grads()
+        step.graph.replay()
+        stats = self.reduce(step.loss, step.preds, labels, extras["num_failed"])
+        if not math.isfinite(stats.loss):
+            stats.applied = False
+            return stats
+        self._update()
+        return stats
+
+    def _splits(self) -> int:
+        """The BN splits the schedule set on the model for this step."""
+        for module in self.model.modules():
+            if isinstance(module, SubBatchNorm3d):
+                return module.num_splits
+        return 1
+
+    def _forward_backward(self, inputs, labels):
+        with self.autocast():
+            preds = self.model(inputs)
+            loss = self.loss_fn(preds.float(), labels)
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+        return loss.detach(), preds.detach()
+
+    def _zero_grads(self) -> None:
+        """Zeroes the gradients the graphs write, in place (never None)."""
+        if not self.grads:
+            self.grads = [torch.zeros_like(p) for p in self.params]
+        for param, grad in zip(self.params, self.grads):
+            if param.grad is not grad:  # something replaced or dropped it
+                param.grad = grad
+            grad.zero_()
+
+    def _capture(self, inputs, labels) -> _Graph:
+        """Warms up, then captures the step of these inputs' shape."""
+        static_inputs = [x.clone() for x in inputs]
+        static_labels = labels.clone()
+        saved = _bn_state(self.model)
+        self._zero_grads()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_PASSES):
+                self._forward_backward(static_inputs, static_labels)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        self._zero_grads()
+        with torch.cuda.graph(graph, pool=self.pool):
+            loss, preds = self._forward_backward(static_inputs, static_labels)
+        _restore_bn_state(self.model, saved)
+        return _Graph(graph, static_inputs, static_labels, loss, preds)
+
+    def _update(self) -> None:
+        """Clipping and the optimizer step (with the scaler when fp16)."""
+        if self.scaler is not None:
+            if self.clip:
+                self.scaler.unscale_(self.optimizer)
+                nn.utils.clip_grad_norm_(self.params, self.clip)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            if self.clip:
+                nn.utils.clip_grad_norm_(self.params, self.clip)
+            self.optimizer.step()
+
+
+def _bn_state(model: nn.Module) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+    """Copies of every BN buffer (running statistics, batches tracked)."""
+    return [
+        (buffer, buffer.clone())
+        for module in model.modules()
+        if isinstance(module, nn.modules.batchnorm._NormBase)
+        for buffer in module.buffers(recurse=False)
+    ]
+
+
+def _restore_bn_state(model: nn.Module, saved) -> None:
+    """Puts back the BN buffers :func:`_bn_state` copied (in place)."""
+    with torch.no_grad():
+        for buffer, copy in saved:
+            buffer.copy_(copy)

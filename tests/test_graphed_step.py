@@ -1,0 +1,64 @@
+"""TRAIN.CUDA_GRAPHS: refused where it cannot run; BN state kept around capture.
+
+The graphs themselves need a GPU (tools/check_split_bn.py and the GPU study
+exercise them there); these tests pin what holds on any machine.
+"""
+
+import pytest
+import torch
+from torch import nn
+
+from slowfast.config import ConfigError, load_config
+from slowfast.engine.graphed_step import (
+    GraphedTrainStep,
+    _bn_state,
+    _restore_bn_state,
+)
+from slowfast.launch.launcher import Layout
+from slowfast.launch.preflight import PreflightError, check_cuda_graphs
+from slowfast.models.norm import SubBatchNorm3d
+from slowfast.utils.distributed import RunContext
+
+
+def test_config_refuses_cuda_graphs_without_a_gpu():
+    with pytest.raises(ConfigError, match="TRAIN.CUDA_GRAPHS"):
+        load_config([], ["TRAIN.CUDA_GRAPHS", "True", "NUM_GPUS", "0"])
+
+
+@pytest.mark.parametrize("procs, ok", [(1, True), (2, False)])
+def test_preflight_allows_one_process_only(procs, ok):
+    cfg = load_config([], ["TRAIN.CUDA_GRAPHS", "True", "NUM_GPUS", str(procs)])
+    layout = Layout("plain", 1, procs, 0, "tcp://localhost:9999")
+    if ok:
+        check_cuda_graphs(cfg, layout)
+    else:
+        with pytest.raises(PreflightError, match="TRAIN.CUDA_GRAPHS") as err:
+            check_cuda_graphs(cfg, layout)
+        assert err.value.exit_status == 2
+
+
+def test_graphed_step_needs_a_cuda_model():
+    model = nn.Sequential(nn.Conv3d(3, 4, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ctx = RunContext(device=torch.device("cpu"))
+    with pytest.raises(ValueError, match="needs a GPU"):
+        GraphedTrainStep(model, optimizer, nn.CrossEntropyLoss(), ctx, None)
+
+
+def test_bn_state_is_restored_in_place():
+    model = nn.Sequential(nn.Conv3d(3, 4, 1), SubBatchNorm3d(4, num_splits=2))
+    model.add_module("plain", nn.BatchNorm3d(4))
+    buffers = [
+        b for m in model.modules() if isinstance(m, nn.BatchNorm3d) for b in m.buffers()
+    ]
+    before = [b.clone() for b in buffers]
+    saved = _bn_state(model)
+    assert len(saved) == 6  # running mean, var and batches tracked of both layers
+    model.train()(torch.randn(4, 3, 2, 3, 3))
+    assert any(not torch.equal(b, c) for b, c in zip(buffers, before))
+    _restore_bn_state(model, saved)
+    live = [
+        b for m in model.modules() if isinstance(m, nn.BatchNorm3d) for b in m.buffers()
+    ]
+    assert all(a is b for a, b in zip(live, buffers))  # the same tensors
+    assert all(torch.equal(b, c) for b, c in zip(buffers, before))
