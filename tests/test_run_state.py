@@ -178,3 +178,14 @@ def test_a_run_dir_made_before_the_run_state_still_resumes_and_skips(
     assert (tmp_path / rs.RUN_STATE_FILE).exists()
     assert state.validated_epochs == [1] and state.trained_epochs == [1]
     assert len(state.tests) == 1  # the older log's test is carried over
+
+
+def test_test_settings_follow_the_test_precision_not_the_training_keys():
+    from slowfast.checkpoint.fingerprint import test_settings
+
+    base = test_settings(load_config([]))
+    amp = test_settings(load_config([], ["TRAIN.MIXED_PRECISION", "True"]))
+    lr = test_settings(load_config([], ["SOLVER.BASE_LR", "0.5"]))
+    batch = test_settings(load_config([], ["TEST.BATCH_SIZE", "4"]))
+    assert amp != base  # the test's forward runs under autocast
+    assert lr == base and batch == base

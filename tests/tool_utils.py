@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import sys
 from types import ModuleType
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,5 +25,6 @@ def load_tool(filename: str) -> ModuleType:
     name = "tool_" + os.path.splitext(filename)[0]
     spec = importlib.util.spec_from_file_location(name, tool_path(filename))
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module

@@ -145,7 +145,8 @@ def describe_differences(
 
 def test_definition(cfg: Any) -> Dict[str, Any]:
     """The config keys that decide a test's result: DATA.* and TEST.* but the
-    test's batch size, rerun switch, on/off switch and output file, flattened.
+    test's batch size, rerun switch, on/off switch and output file, and
+    TRAIN.MIXED_PRECISION (the test's forward pass runs under it), flattened.
 
     Args:
         cfg: a CfgNode, or a config dict (e.g. a run's config.yaml, loaded).
@@ -153,7 +154,8 @@ def test_definition(cfg: Any) -> Dict[str, Any]:
     return {
         key: value
         for key, value in _plain_flat(cfg).items()
-        if key.startswith(("TEST.", "DATA."))
+        if key == "TRAIN.MIXED_PRECISION"
+        or key.startswith(("TEST.", "DATA."))
         and key not in ("TEST.RERUN", "TEST.ENABLE", "TEST.SAVE_RESULTS_PATH")
         and not key.startswith("TEST.BATCH")
     }
