@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Writes the model-zoo table (docs/MODEL_ZOO.md) from the configs and their data.
+
+Usage:
+    python tools/model_zoo.py            # (re)write docs/MODEL_ZOO.md
+    python tools/model_zoo.py --check    # exit 1 when docs/MODEL_ZOO.md is stale
+
+Every YAML file under ``configs/`` gets a row: its model, input, test views,
+parameters and GFLOPs of one test view (counted on the model the config builds,
+so the table cannot drift from the code), and what ``docs/model_zoo.yaml`` says
+of it: the reference's published result and checkpoint for the published
+configs, the accuracy and training time to expect for the demo configs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Dict, List, Optional
+
+import yaml
+from fvcore.common.config import CfgNode
+
+from slowfast.config import load_config
+from slowfast.models import build_model
+from slowfast.models.model_stats import gflops, params_count
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = os.path.join(ROOT, "configs")
+DATA = os.path.join(ROOT, "docs", "model_zoo.yaml")
+OUTPUT = os.path.join(ROOT, "docs", "MODEL_ZOO.md")
+BENCHMARKS = "BENCHMARKS.md"  # relative to docs/
+
+HEADER = """# Model zoo
+
+Every config under `configs/`, one row each. Parameters and GFLOPs (fvcore,
+multiply-adds) are of one test view, counted on the model the config builds.
+"Published" is the reference implementation's (PySlowFast) result for the
+architecture and recipe of the config, with its checkpoint, which the config
+loads (`TEST.CHECKPOINT_FILE_PATH`; `TEST.CHECKPOINT_TYPE caffe2` for the
+Kinetics baselines' Caffe2 pickles). Multigrid configs train with the long and
+short cycles (`MULTIGRID.LONG_CYCLE`, `MULTIGRID.SHORT_CYCLE`); their models
+are their baselines'.
+
+This page is written by `python tools/model_zoo.py` from the configs and
+`docs/model_zoo.yaml`; do not edit it by hand.
+"""
+
+
+def config_paths() -> List[str]:
+    """The configs, as paths relative to ``configs/``, published ones first."""
+    paths = []
+    for folder, _, files in os.walk(CONFIGS):
+        for name in files:
+            if name.endswith(".yaml"):
+                paths.append(os.path.relpath(os.path.join(folder, name), CONFIGS))
+    return sorted(paths, key=lambda p: (p.startswith("Demo/"), p))
+
+
+def model_name(cfg: CfgNode) -> str:
+    """A short name of the configured network, e.g. ``SlowFast R50 NL``."""
+    arch = {"slowfast": "SlowFast", "slow": "Slow", "c2d": "C2D", "i3d": "I3D"}
+    name = arch.get(cfg.MODEL.ARCH, cfg.MODEL.ARCH)
+    name += f" R{cfg.RESNET.DEPTH}"
+    if any(loc for pathway in cfg.NONLOCAL.LOCATION for loc in pathway):
+        name += " NL"
+    base_width = 64  # the standard ResNet's WIDTH_PER_GROUP
+    if cfg.RESNET.WIDTH_PER_GROUP != base_width:
+        name += f", width {cfg.RESNET.WIDTH_PER_GROUP}"
+    return name
+
+
+def training(cfg: CfgNode) -> str:
+    """The recipe's multigrid cycles: ``baseline``, ``long``, ``short`` or both."""
+    cycles = [("long", cfg.MULTIGRID.LONG_CYCLE), ("short", cfg.MULTIGRID.SHORT_CYCLE)]
+    cycles = [name for name, on in cycles if on]
+    return " + ".join(cycles) if cycles else "baseline"
+
+
+def model_key(cfg: CfgNode) -> str:
+    """What decides the model and its test view: configs equal here share stats."""
+    nodes = [cfg.MODEL, cfg.RESNET, cfg.SLOWFAST, cfg.NONLOCAL]
+    view = (cfg.DATA.NUM_FRAMES, cfg.DATA.TEST_CROP_SIZE, cfg.DATA.INPUT_CHANNEL_NUM)
+    return "".join(node.dump() for node in nodes) + repr(view)
+
+
+def model_stats(cfg: CfgNode, cache: Dict[str, tuple]) -> tuple:
+    """(parameters in millions, GFLOPs of one test view), cached by model."""
+    key = model_key(cfg)
+    if key not in cache:
+        # Plain BN: the counts are the model's, whatever BN grouping training uses.
+        plain = _with(cfg, ["BN.NORM_TYPE", "batchnorm"])
+        model = build_model(plain, channels_last=False)
+        frames, crop = cfg.DATA.NUM_FRAMES, cfg.DATA.TEST_CROP_SIZE
+        cache[key] = (params_count(model) / 1e6, gflops(model, cfg, frames, crop))
+    return cache[key]
+
+
+def _with(cfg: CfgNode, opts: List[str]) -> CfgNode:
+    clone = cfg.clone()
+    clone.defrost()
+    clone.merge_from_list(opts)
+    clone.freeze()
+    return clone
+
+
+def _published(entry: Optional[dict]) -> List[str]:
+    if not entry:
+        return ["", ""]
+    value = f"{entry['value']:.1f} {entry['metric']}"
+    if entry.get("note"):
+        value += f" ({entry['note']})"
+    return [value, f"[checkpoint]({entry['checkpoint']})"]
+
+
+def _expected(entry: Optional[dict]) -> List[str]:
+    if not entry:
+        return ["", ""]
+    anchor = entry["benchmark"].lower().replace(" ", "-")
+    anchor = "".join(c for c in anchor if c.isalnum() or c in "-_")
+    return [entry["expect"], f"[{entry['benchmark']}]({BENCHMARKS}#{anchor})"]
+
+
+def _table(headers: List[str], rows: List[List[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render(data: dict) -> str:
+    """The whole page, from every config and ``data`` (docs/model_zoo.yaml)."""
+    unknown = sorted(set(data["published"]) | set(data["demo"]))
+    unknown = [p for p in unknown if not os.path.isfile(os.path.join(CONFIGS, p))]
+    if unknown:
+        raise SystemExit(f"{DATA}: no config {', '.join(unknown)} under configs/")
+    cache: Dict[str, tuple] = {}
+    published, demo = [], []
+    for path in config_paths():
+        cfg = load_config([os.path.join(CONFIGS, path)])
+        params, gflop = model_stats(cfg, cache)
+        views = f"{cfg.TEST.NUM_ENSEMBLE_VIEWS} x {cfg.TEST.NUM_SPATIAL_CROPS}"
+        row = [
+            f"[{path}](../configs/{path})",
+            model_name(cfg),
+            training(cfg),
+            f"{cfg.DATA.NUM_FRAMES} x {cfg.DATA.SAMPLING_RATE}",
+            f"{views} @ {cfg.DATA.TEST_CROP_SIZE} px",
+            f"{params:.2f}",
+            f"{gflop:.2f}",
+        ]
+        if path.startswith("Demo/"):
+            demo.append(row + _expected(data["demo"].get(path)))
+        else:
+            published.append(row + _published(data["published"].get(path)))
+    common = ["config", "model", "training", "frames x rate", "test views"]
+    common += ["params (M)", "GFLOPs / view"]
+    return "\n".join(
+        [
+            HEADER,
+            "## Published configs (Kinetics-400, Something-Something V2, Charades)\n",
+            _table(common + ["published", "checkpoint"], published),
+            "\n## Demo configs (generated Moving Digits data, CPU)\n",
+            "What to expect, where measured: test accuracy on the generated data and",
+            "the training wall-clock (2-core CPU unless it says otherwise), from the",
+            "linked section of docs/BENCHMARKS.md. The other demo configs are",
+            "checked by the tests to load, build and read their data.\n",
+            _table(common + ["expect", "measured in"], demo),
+            "",
+        ]
+    )
+
+
+def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
+    """Parses the command line (``--check``)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if docs/MODEL_ZOO.md is stale"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[list] = None) -> int:
+    args = parse_args(argv)
+    with open(DATA) as f:
+        data = yaml.safe_load(f)
+    page = render(data)
+    if args.check:
+        current = open(OUTPUT).read() if os.path.isfile(OUTPUT) else ""
+        if current != page:
+            print(f"{OUTPUT} is stale: run python tools/model_zoo.py", file=sys.stderr)
+            return 1
+        print(f"{OUTPUT} is up to date")
+        return 0
+    with open(OUTPUT, "w") as f:
+        f.write(page)
+    print(f"wrote {OUTPUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
