@@ -280,6 +280,10 @@ def _sync_worker(rank, world, init_file, out_dir):
                 "running_var": sub.running_var,
             }
             torch.save(result, os.path.join(out_dir, f"split{splits}_rank{rank}.pt"))
+        # Both ranks leave together: a rank tearing gloo down while the other
+        # still talks to it can abort that one ("terminate called without an
+        # active exception").
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
