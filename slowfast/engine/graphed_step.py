@@ -67,11 +67,7 @@ class GraphedTrainStep(TrainStep):
 
     def __call__(self, batch) -> StepStats:
         """Trains on one ``(inputs, labels, indices, extras)`` batch."""
-        inputs, labels, _index, extras = batch
-        if not self.model.training:  # evaluation and precise BN leave eval mode
-            self.model.train()
-        inputs = [x.to(self.device, non_blocking=True) for x in inputs]
-        labels = labels.to(self.device, non_blocking=True)
+        inputs, labels, extras = self.prepare(batch)
         key = (tuple(x.shape for x in inputs), tuple(labels.shape), self._splits())
         if key not in self.graphs:
             self.graphs[key] = self._capture(inputs, labels)
@@ -85,7 +81,7 @@ class GraphedTrainStep(TrainStep):
         if not math.isfinite(stats.loss):
             stats.applied = False
             return stats
-        self._update()
+        self.update()
         return stats
 
     def _splits(self) -> int:
@@ -129,19 +125,6 @@ class GraphedTrainStep(TrainStep):
             loss, preds = self._forward_backward(static_inputs, static_labels)
         _restore_bn_state(self.model, saved)
         return _Graph(graph, static_inputs, static_labels, loss, preds)
-
-    def _update(self) -> None:
-        """Clipping and the optimizer step (with the scaler when fp16)."""
-        if self.scaler is not None:
-            if self.clip:
-                self.scaler.unscale_(self.optimizer)
-                nn.utils.clip_grad_norm_(self.params, self.clip)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            if self.clip:
-                nn.utils.clip_grad_norm_(self.params, self.clip)
-            self.optimizer.step()
 
 
 def _bn_state(model: nn.Module) -> List[Tuple[torch.Tensor, torch.Tensor]]:

@@ -55,13 +55,17 @@ class TrainStep:
         self.clip = clip_grad_norm
         self.multi_label = multi_label
 
-    def __call__(self, batch) -> StepStats:
-        """Trains on one ``(inputs, labels, indices, extras)`` batch."""
+    def prepare(self, batch):
+        """The batch's inputs, labels and extras on the device; model in train mode."""
         inputs, labels, _index, extras = batch
         if not self.model.training:  # evaluation and precise BN leave eval mode
             self.model.train()
         inputs = [x.to(self.device, non_blocking=True) for x in inputs]
-        labels = labels.to(self.device, non_blocking=True)
+        return inputs, labels.to(self.device, non_blocking=True), extras
+
+    def __call__(self, batch) -> StepStats:
+        """Trains on one ``(inputs, labels, indices, extras)`` batch."""
+        inputs, labels, extras = self.prepare(batch)
         with self.autocast():
             preds = self.model(inputs)
             loss = self.loss_fn(preds.float(), labels)
@@ -70,20 +74,21 @@ class TrainStep:
             stats.applied = False
             return stats
         self.optimizer.zero_grad(set_to_none=True)
-        params = self.model.parameters
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+        self.update()
+        return stats
+
+    def update(self) -> None:
+        """Gradient clipping and the optimizer step (through the scaler when fp16)."""
+        if self.scaler is not None and self.clip:
+            self.scaler.unscale_(self.optimizer)
+        if self.clip:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
         if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            if self.clip:
-                self.scaler.unscale_(self.optimizer)
-                nn.utils.clip_grad_norm_(params(), self.clip)
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
-            loss.backward()
-            if self.clip:
-                nn.utils.clip_grad_norm_(params(), self.clip)
             self.optimizer.step()
-        return stats
 
     def reduce(self, loss, preds, labels, num_failed) -> StepStats:
         """Loss and errors averaged, failed videos summed, over processes."""
