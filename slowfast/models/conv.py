@@ -27,6 +27,8 @@ fvcore counts every convolution), independent of these shortcuts.
 import torch
 from torch import nn
 
+from slowfast.models.small_map_conv import Conv3d, conv3d
+
 
 def useful_temporal_taps(kernel: int, frames: int) -> int:
     """Returns how many central taps of a temporal kernel can see a frame.
@@ -41,13 +43,14 @@ def useful_temporal_taps(kernel: int, frames: int) -> int:
     return min(kernel, 2 * frames - 1)
 
 
-class TimeTrimmedConv3d(nn.Conv3d):
+class TimeTrimmedConv3d(Conv3d):
     """``nn.Conv3d`` that skips temporal taps seeing only zero padding.
 
     Same constructor, parameters and state-dict keys as ``nn.Conv3d``. The
     shortcut applies when the temporal kernel is odd, its padding is
     ``kernel // 2``, temporal stride and dilation are 1 and the padding mode
     is ``zeros``; otherwise (and while tracing) this is a plain ``Conv3d``.
+    Its weight gradient on small feature maps is :func:`conv3d`'s.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -82,7 +85,7 @@ class TimeTrimmedConv3d(nn.Conv3d):
         if _needs_explicit_time_padding(self, x, taps):
             return self._padded_conv(x, weight, taps // 2)
         padding = (taps // 2, self.padding[1], self.padding[2])
-        return nn.functional.conv3d(
+        return conv3d(
             x, weight, self.bias, self.stride, padding, self.dilation, self.groups
         )
 
