@@ -27,7 +27,7 @@ fvcore counts every convolution), independent of these shortcuts.
 import torch
 from torch import nn
 
-from slowfast.models.small_map_conv import Conv3d, conv3d
+from slowfast.models.small_map_conv import Conv3d, conv3d, cpu_autocast_enabled
 
 
 def useful_temporal_taps(kernel: int, frames: int) -> int:
@@ -147,11 +147,4 @@ def _needs_explicit_time_padding(conv: nn.Conv3d, x: torch.Tensor, taps: int) ->
         and 1 < x.shape[2] < extent
     ):
         return False
-    return x.dtype in (torch.bfloat16, torch.float16) or _cpu_autocast_enabled()
-
-
-def _cpu_autocast_enabled() -> bool:
-    try:
-        return torch.is_autocast_enabled("cpu")
-    except TypeError:  # torch < 2.4
-        return torch.is_autocast_cpu_enabled()
+    return x.dtype in (torch.bfloat16, torch.float16) or cpu_autocast_enabled()

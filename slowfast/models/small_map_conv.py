@@ -30,7 +30,8 @@ from torch.nn import functional as F
 MAX_OUTPUT_POSITIONS = 64
 
 
-def _is_cpu_autocast() -> bool:
+def cpu_autocast_enabled() -> bool:
+    """Whether CPU autocast is on (any PyTorch version)."""
     try:
         return torch.is_autocast_enabled("cpu")
     except TypeError:  # torch < 2.4
@@ -66,7 +67,7 @@ def batch_reduced_weight_grad_applies(
         return False
     if x.dtype != torch.float32 or weight.dtype != torch.float32:
         return False
-    if not (torch.is_grad_enabled() and weight.requires_grad) or _is_cpu_autocast():
+    if not (torch.is_grad_enabled() and weight.requires_grad) or cpu_autocast_enabled():
         return False
     if torch.jit.is_tracing() or torch.jit.is_scripting():
         return False
@@ -81,6 +82,25 @@ def batch_reduced_weight_grad_applies(
 
 def _triple(value) -> tuple:
     return (value,) * 3 if isinstance(value, int) else tuple(value)
+
+
+def batch_reduced_weight_grad(
+    x: torch.Tensor, grad: torch.Tensor, padding: Sequence[int]
+) -> torch.Tensor:
+    """The weight gradient of a unit-stride 3D convolution, reduced over the batch.
+
+    Args:
+        x: the convolution's input, [N, C_in, T, H, W].
+        grad: the gradient of its output, [N, C_out, T', H', W'].
+        padding: its padding (3 ints).
+
+    Returns:
+        torch.Tensor: [C_out, C_in, kT, kH, kW], the gradient of the kernel.
+    """
+    # Clips become the reduced channels, the output gradient the kernel.
+    return F.conv3d(
+        x.transpose(0, 1), grad.transpose(0, 1), None, 1, padding
+    ).transpose(0, 1)
 
 
 class _BatchReducedConv3d(torch.autograd.Function):
@@ -103,10 +123,7 @@ class _BatchReducedConv3d(torch.autograd.Function):
                 False, (0, 0, 0), 1, (True, False, False),
             )[0]  # fmt: skip
         if ctx.needs_input_grad[1]:
-            # Clips become the reduced channels, the output gradient the kernel.
-            grad_w = F.conv3d(
-                x.transpose(0, 1), grad.transpose(0, 1), None, 1, ctx.padding
-            ).transpose(0, 1)
+            grad_w = batch_reduced_weight_grad(x, grad, ctx.padding)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad.sum(dim=(0, 2, 3, 4))
         return grad_x, grad_w, grad_b, None
