@@ -113,11 +113,16 @@ def _eligible(conv: Conv) -> bool:
     return unit and groups == 1 and math.prod(w_shape[2:]) > 1
 
 
-def main() -> None:
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line: --cfg FILE [FILE ...] [--repeats N]."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cfg", nargs="+", required=True, help="config files")
     parser.add_argument("--repeats", type=int, default=2, help="timed calls (+1)")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     torch.manual_seed(0)
     convs: Set[Conv] = set()
     for path in args.cfg:
