@@ -40,6 +40,7 @@ def test_wrong_type_names_key(tmp_path):
     "key, value, why",
     [
         ("MODEL.ARCH", "foo", "must be one of"),
+        ("SLOWFAST.SLOW_SAMPLING", "even", "must be one of"),
         ("SOLVER.STEPS", "[0, 5, 3]", "strictly increasing"),
         ("SHARD_ID", "3", "must be < NUM_SHARDS"),
         ("TRAIN.EVAL_PERIOD", "-1", "must be >= 0 (0: never)"),

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from slowfast.config import load_config
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.sampling import (
     charades_fraction,
@@ -26,6 +27,7 @@ from slowfast.datasets.transforms import (
     to_clip_layout,
     uniform_crop_offset,
 )
+from slowfast.models import describe_model
 from slowfast.models.input_norm import InputNormalizer
 from tests.video_utils import tiny_cfg
 
@@ -138,6 +140,34 @@ def test_pack_pathways():
     assert slow[0, :, 0, 0].tolist() == [0.0, 5.0, 10.0, 15.0]
     with pytest.raises(ValueError, match="ALPHA"):
         pack_pathways(frames[:, :3], True, 4)
+
+
+@pytest.mark.parametrize(
+    "num, sampling, want",
+    [
+        (16, "linspace", [0, 5, 10, 15]),
+        (8, "linspace", [0, 7]),
+        (4, "linspace", [0]),
+        (16, "stride", [0, 4, 8, 12]),
+        (8, "stride", [0, 4]),
+        (4, "stride", [0]),
+        (10, "stride", [0, 4]),
+    ],
+)
+def test_slow_pathway_frames_per_sampling(num, sampling, want):
+    # "stride" takes the frames where the fusion conv (temporal stride ALPHA,
+    # padding FUSION_KERNEL_SZ // 2) centres its outputs: 0, ALPHA, 2 ALPHA..
+    frames = torch.arange(float(num)).view(1, num, 1, 1)
+    slow, fast = pack_pathways(frames, True, 4, sampling)
+    assert slow[0, :, 0, 0].tolist() == [float(i) for i in want]
+    assert fast is frames
+
+
+def test_slowfast_tells_the_datasets_its_slow_sampling():
+    opts = ["MODEL.ARCH", "slowfast", "MODEL.MODEL_NAME", "SlowFast"]
+    assert describe_model(load_config(opts=opts)).slow_sampling == "linspace"
+    opts += ["SLOWFAST.SLOW_SAMPLING", "stride"]
+    assert describe_model(load_config(opts=opts)).slow_sampling == "stride"
 
 
 def test_kinetics_positions():

@@ -176,6 +176,11 @@ _C.SLOWFAST.ALPHA = 8
 _C.SLOWFAST.FUSION_CONV_CHANNEL_RATIO = 2
 # Temporal kernel of the fast-to-slow fusion conv.
 _C.SLOWFAST.FUSION_KERNEL_SZ = 5
+# Which T // ALPHA of the clip's T frames the slow pathway takes: "linspace"
+# (PySlowFast: evenly spread from the first frame to the last) or "stride"
+# (every ALPHA-th from the first: the frames at which the fusion conv, of
+# temporal stride ALPHA, centres its outputs, at any clip length).
+_C.SLOWFAST.SLOW_SAMPLING = "linspace"
 
 # ---------------------------------------------------------------------------- #
 # Data options

@@ -27,6 +27,7 @@ _CHOICES = {
     "TRAIN.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
     "TEST.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
     "TEST.NUM_SPATIAL_CROPS": (1, 3),
+    "SLOWFAST.SLOW_SAMPLING": ("linspace", "stride"),
 }
 
 _POSITIVE = (

@@ -271,7 +271,10 @@ class VideoDataset(Dataset):
             frames, short_side, crop, spatial_idx, flip, rng, geometry
         )
         out = to_clip_layout(out, self.cfg.DATA.REVERSE_INPUT_CHANNEL)
-        return pack_pathways(out, self._model.num_pathways > 1, self._model.alpha)
+        model = self._model
+        return pack_pathways(
+            out, model.num_pathways > 1, model.alpha, model.slow_sampling
+        )
 
     def _report(self, index: int, err: DecodeError) -> None:
         if err.path not in self._reported:

@@ -198,7 +198,7 @@ def spatial_transform(
 
 
 def pack_pathways(
-    frames: torch.Tensor, multi_pathway: bool, alpha: int
+    frames: torch.Tensor, multi_pathway: bool, alpha: int, sampling: str = "linspace"
 ) -> List[torch.Tensor]:
     """Splits a clip into the model's pathway inputs.
 
@@ -206,10 +206,14 @@ def pack_pathways(
         frames: ``[C, T, H, W]``.
         multi_pathway: SlowFast-style two pathways.
         alpha: frame-rate ratio of the fast to the slow pathway.
+        sampling: which ``T // alpha`` frames the slow pathway takes
+            (SLOWFAST.SLOW_SAMPLING): "linspace", evenly spread from the first
+            frame to the last (PySlowFast; 16 frames, alpha 4: 0, 5, 10, 15;
+            8 frames: 0, 7); "stride", every alpha-th from the first (0, 4, 8,
+            12; 0, 4), where the fast-to-slow fusion conv centres its outputs.
 
     Returns:
-        list: ``[frames]`` for one pathway; ``[slow, fast]`` where the slow
-        pathway takes ``T // alpha`` frames evenly spread over the ``T``.
+        list: ``[frames]`` for one pathway; ``[slow, fast]`` for two.
 
     Raises:
         ValueError: fewer than ``alpha`` frames for a two-pathway model.
@@ -221,5 +225,8 @@ def pack_pathways(
         raise ValueError(
             f"SlowFast needs at least SLOWFAST.ALPHA={alpha} frames per clip, got {num}"
         )
-    index = torch.linspace(0, num - 1, num // alpha).long()
+    if sampling == "stride":
+        index = torch.arange(num // alpha) * alpha
+    else:
+        index = torch.linspace(0, num - 1, num // alpha).long()
     return [torch.index_select(frames, 1, index), frames]

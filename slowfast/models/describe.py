@@ -25,7 +25,9 @@ class ModelInfo:
         num_pathways: input tensors the model takes (2 for SlowFast).
         alpha: frames of the fast pathway per frame of the slow one
             (SlowFast's ``SLOWFAST.ALPHA``; 1 with one pathway). Clips are
-            packed as ``[frames[::alpha], frames]`` for two pathways.
+            packed as ``[slow frames, frames]`` for two pathways.
+        slow_sampling: which frames the slow pathway takes
+            (SLOWFAST.SLOW_SAMPLING; see ``datasets.transforms.pack_pathways``).
         spatial_stride: input pixels per pixel of the final feature map;
             smaller crops are rejected.
         min_frames: fewest frames a clip may have.
@@ -35,6 +37,7 @@ class ModelInfo:
 
     num_pathways: int = 1
     alpha: int = 1
+    slow_sampling: str = "linspace"
     spatial_stride: int = 1
     min_frames: int = 1
     varying_shapes: bool = True

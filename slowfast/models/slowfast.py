@@ -39,6 +39,7 @@ class SlowFast(nn.Module):
         return ModelInfo(
             num_pathways=2,
             alpha=alpha,
+            slow_sampling=cfg.SLOWFAST.SLOW_SAMPLING,
             spatial_stride=resnet_spatial_stride(cfg),
             min_frames=alpha,
         )
