@@ -4,8 +4,8 @@ oneDNN (PyTorch 2.13) computes a 3D convolution's weight gradient on CPU as an
 im2col and a matrix product per clip, each of inner size the clip's output
 positions. On small feature maps that size is tiny (res5 of a multigrid
 coarse shape: 2 x 2 x 2 = 8 positions) and the step is bound by writing the
-[C_out, C_in x kernel] product once per clip: at 128 x 2 x 2 x 2 with 512
-channels the weight gradient took 700 ms against 50 ms for the forward pass.
+[C_out, C_in x kernel] product once per clip, many times slower than the
+forward pass of the same convolution.
 
 The same gradient is a single forward convolution with the batch as the
 reduction axis: dW[o, c, k] = sum over clips n and positions p of
@@ -14,8 +14,9 @@ x[n, c, p + k] g[n, o, p], i.e. ``conv3d(x^T, g^T)`` with x^T = x as
 kernel, the kernel's taps the output). oneDNN's forward kernels run it at
 their usual speed. :func:`conv3d` takes this path where it was measured to be
 faster (docs/BENCHMARKS.md, "Weight gradient on small feature maps"): CPU,
-float32 without autocast, no groups, unit stride and dilation, a kernel larger than
-1 x 1 x 1 and at most :data:`MAX_OUTPUT_POSITIONS` output positions per clip.
+float32 without autocast, no groups, unit stride and dilation, a kernel
+larger than 1 x 1 x 1 and at most :data:`MAX_OUTPUT_POSITIONS` output
+positions per clip.
 Elsewhere, and for the input gradient always, it is ``F.conv3d``'s own.
 """
 
