@@ -120,6 +120,18 @@ def test_every_reference_config_loads(reference_dir):
         assert cfg.is_frozen() and cfg.NUM_GPUS == 0, path
 
 
+@pytest.mark.parametrize(
+    "name", ["SSv2_I3D_R50_study_gpu.yaml", "SSv2_I3D_R50_study_gpu_5k.yaml"]
+)
+def test_gpu_study_configs_decode_every_frame_from_disk(name):
+    # The GPU study measures the loader as on a real dataset: no in-memory
+    # frame cache (the tiny configs it inherits from turn one on).
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cfg = _load(["--cfg", os.path.join(repo, "configs", "Demo", name)])
+    assert cfg.DATA_LOADER.FRAME_CACHE is False
+    assert cfg.TRAIN.DATASET == "ssv2"  # JPEG frame folders
+
+
 def test_unknown_dataset_is_one_line_before_any_work():
     from slowfast.launch.config import load_run_config
 
