@@ -1,4 +1,5 @@
-"""TRAIN.CUDA_GRAPHS: refused where it cannot run; BN state kept around capture.
+"""TRAIN.CUDA_GRAPHS: refused where it cannot run; BN buffers kept around
+capture and pinned across precise BN.
 
 The graphs themselves need a GPU (tools/check_split_bn.py and the GPU study
 exercise them there); these tests pin what holds on any machine.
@@ -6,14 +7,11 @@ exercise them there); these tests pin what holds on any machine.
 
 import pytest
 import torch
+from fvcore.nn.precise_bn import update_bn_stats
 from torch import nn
 
 from slowfast.config import ConfigError, load_config
-from slowfast.engine.graphed_step import (
-    GraphedTrainStep,
-    _bn_state,
-    _restore_bn_state,
-)
+from slowfast.engine.graphed_step import BNBuffers, GraphedTrainStep
 from slowfast.launch.launcher import Layout
 from slowfast.launch.preflight import PreflightError, check_cuda_graphs
 from slowfast.models.norm import SubBatchNorm3d
@@ -45,20 +43,50 @@ def test_graphed_step_needs_a_cuda_model():
         GraphedTrainStep(model, optimizer, nn.CrossEntropyLoss(), ctx, None)
 
 
-def test_bn_state_is_restored_in_place():
+def _model() -> nn.Module:
     model = nn.Sequential(nn.Conv3d(3, 4, 1), SubBatchNorm3d(4, num_splits=2))
     model.add_module("plain", nn.BatchNorm3d(4))
-    buffers = [
+    return model
+
+
+def _bn_buffers(model: nn.Module) -> list:
+    return [
         b for m in model.modules() if isinstance(m, nn.BatchNorm3d) for b in m.buffers()
     ]
+
+
+def test_bn_state_is_restored_in_place():
+    model = _model()
+    buffers = _bn_buffers(model)
     before = [b.clone() for b in buffers]
-    saved = _bn_state(model)
+    pins = BNBuffers(model)
+    saved = pins.snapshot()
     assert len(saved) == 6  # running mean, var and batches tracked of both layers
     model.train()(torch.randn(4, 3, 2, 3, 3))
     assert any(not torch.equal(b, c) for b, c in zip(buffers, before))
-    _restore_bn_state(model, saved)
-    live = [
-        b for m in model.modules() if isinstance(m, nn.BatchNorm3d) for b in m.buffers()
-    ]
+    pins.restore(saved)
+    live = _bn_buffers(model)
     assert all(a is b for a, b in zip(live, buffers))  # the same tensors
     assert all(torch.equal(b, c) for b, c in zip(buffers, before))
+
+
+def test_buffers_replaced_by_precise_bn_are_put_back_with_their_values():
+    # fvcore's precise BN assigns new running-statistics tensors; a CUDA graph
+    # would go on updating the old ones, so the step puts those back.
+    torch.manual_seed(0)
+    model = _model().train()
+    pinned = _bn_buffers(model)
+    pins = BNBuffers(model)
+    assert pins.reattach() == 0
+    update_bn_stats(model, [torch.randn(4, 3, 2, 3, 3) + 1 for _ in range(3)], 3)
+    precise = _bn_buffers(model)
+    replaced = sum(a is not b for a, b in zip(precise, pinned))
+    assert replaced == 4  # running mean and var of both layers
+    values = [b.clone() for b in precise]
+    assert pins.reattach() == 4
+    live = _bn_buffers(model)
+    assert all(a is b for a, b in zip(live, pinned))
+    assert all(torch.equal(a, b) for a, b in zip(live, values))
+    assert not torch.equal(live[0], torch.zeros(4))  # precise BN's statistics
+    model(torch.randn(4, 3, 2, 3, 3))  # training updates the pinned tensors
+    assert not torch.equal(live[0], values[0])
