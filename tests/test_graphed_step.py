@@ -5,6 +5,8 @@ The graphs themselves need a GPU (tools/check_split_bn.py and the GPU study
 exercise them there); these tests pin what holds on any machine.
 """
 
+import os
+
 import pytest
 import torch
 from fvcore.nn.precise_bn import update_bn_stats
@@ -12,10 +14,12 @@ from torch import nn
 
 from slowfast.config import ConfigError, load_config
 from slowfast.engine.graphed_step import BNBuffers, GraphedTrainStep
+from slowfast.engine.step import TrainStep
 from slowfast.launch.launcher import Layout
 from slowfast.launch.preflight import PreflightError, check_cuda_graphs
 from slowfast.models.norm import SubBatchNorm3d
 from slowfast.utils.distributed import RunContext
+from tests.tool_utils import REPO_ROOT, load_tool
 
 
 def test_config_refuses_cuda_graphs_without_a_gpu():
@@ -90,3 +94,43 @@ def test_buffers_replaced_by_precise_bn_are_put_back_with_their_values():
     assert not torch.equal(live[0], torch.zeros(4))  # precise BN's statistics
     model(torch.randn(4, 3, 2, 3, 3))  # training updates the pinned tensors
     assert not torch.equal(live[0], values[0])
+
+
+class _FrozenBNStep(TrainStep):
+    """A step whose BN running statistics never change (a broken graph)."""
+
+    def __call__(self, batch):
+        pins = BNBuffers(self.model)
+        saved = pins.snapshot()
+        stats = super().__call__(batch)
+        pins.restore(saved)
+        return stats
+
+
+class _StaleInputStep(TrainStep):
+    """A step that trains on each shape's first batch (stale graph inputs)."""
+
+    def __call__(self, batch):
+        if not hasattr(self, "first"):
+            self.first = {}
+        first = self.first.setdefault(batch[0][0].shape, batch)
+        return super().__call__(first)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "step_class, failing",
+    [(TrainStep, set()), (_FrozenBNStep, {"bn"}), (_StaleInputStep, {"loss"})],
+)
+def test_check_tool_compares_steps_kind_by_kind(step_class, failing):
+    tool = load_tool("check_cuda_graphs.py")
+    config = os.path.join(REPO_ROOT, "configs/Demo/Kinetics_I3D_tiny_multigrid.yaml")
+    opts = ["TRAIN.BATCH_SIZE", "2", "MODEL.DROPOUT_RATE", "0.0", "NUM_GPUS", "0"]
+    cfg = load_config([config], opts)
+    results = tool.check(cfg, rounds=2, graphed_class=step_class)
+    assert [r.shape.kind for r in results][:2] == ["long 1/4", "long 2/4"]
+    assert all(len(r.eager_ms) == 1 for r in results)  # timed after round 1
+    bad = {line.split(": ")[1].split()[0] for line in tool.failures(results, 1e-4)}
+    assert bad >= failing and (bad == set()) == (failing == set())
+    if step_class is TrainStep:  # the same computation on CPU: equal to the bit
+        assert all(v == 0.0 for r in results for v in r.diffs.values())

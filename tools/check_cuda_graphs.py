@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+r"""Checks TRAIN.CUDA_GRAPHS on this machine's GPU against the eager step.
+
+Two copies of the config's model (sub-batch BN layers, memory format and
+precision as a multigrid run has them) train side by side on the same
+synthetic batches: one with the eager step (``slowfast/engine/step.py``), one
+with the graphed step (``slowfast/engine/graphed_step.py``, one CUDA graph per
+batch shape). Every round visits every multigrid shape (long-cycle shapes,
+then the short-cycle crops, with their BN splits), the shapes in another order
+each round, so that graphs are replayed in another order than captured. Before
+each step the graphed copy is given the eager copy's state (weights, BN
+buffers, optimizer and GradScaler state, copied in place); after it the tool
+compares the loss, the gradients, and what the step changed in the BN running
+statistics and in the weights. After the first round both copies run fvcore's
+precise BN, which replaces the BN buffers as an evaluation with
+BN.USE_PRECISE_STATS does.
+
+Dropout is off (MODEL.DROPOUT_RATE 0): the graphs' warm-up passes draw other
+random numbers than the eager step. Differences are relative L2 norms over
+all tensors of a kind; the check fails above the tolerance of the run's
+precision (kernels run in another order within a graph, and atomics differ).
+
+Exit status: 0 when every step agrees, 1 when one differs, 2 without a GPU or
+with a bad config.
+
+Example (on a GPU):
+    python tools/check_cuda_graphs.py --cfg configs/Demo/SSv2_I3D_R50_study_gpu_5k.yaml
+"""
+
+import argparse
+import copy
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+from fvcore.common.config import CfgNode
+from fvcore.nn.precise_bn import update_bn_stats
+
+from slowfast.engine.benchmark import Shape, multigrid_shapes, synthetic_batch
+from slowfast.engine.bn_grouping import convert_to_sub_bn
+from slowfast.engine.graphed_step import GraphedTrainStep
+from slowfast.engine.losses import get_loss_func
+from slowfast.engine.memory_format import choose_channels_last
+from slowfast.engine.optimizer import construct_optimizer
+from slowfast.engine.runtime import autocast_factory, make_grad_scaler
+from slowfast.engine.step import TrainStep
+from slowfast.launch.config import load_run_config
+from slowfast.models import build_model
+from slowfast.models.norm import set_bn_splits
+from slowfast.utils.distributed import RunContext, get_device
+
+# Relative L2 differences allowed, by the autocast of the run.
+TOLERANCE = {"fp32": 1e-4, "mixed": 2e-2}
+KINDS = ("loss", "grads", "bn", "weights")
+
+
+@dataclass
+class ShapeResult:
+    """The largest differences of one shape's steps and their times.
+
+    Attributes:
+        shape: the batch shape.
+        diffs: kind -> largest relative difference over the shape's steps:
+            "loss", "grads", and the step's changes of the BN running
+            statistics ("bn") and of the weights ("weights").
+        eager_ms, graphed_ms: step times after the first round.
+    """
+
+    shape: Shape
+    diffs: Dict[str, float] = field(default_factory=lambda: dict.fromkeys(KINDS, 0.0))
+    eager_ms: List[float] = field(default_factory=list)
+    graphed_ms: List[float] = field(default_factory=list)
+
+
+def relative_difference(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
+    """``||a - b|| / ||a||`` over all tensors (float64; 0 when both are 0)."""
+    num = sum(float((x.double() - y.double()).pow(2).sum()) for x, y in zip(a, b))
+    den = sum(float(x.double().pow(2).sum()) for x in a)
+    return (num / den) ** 0.5 if den > 0 else (0.0 if num == 0 else float("inf"))
+
+
+def _bn_tensors(model: torch.nn.Module) -> List[torch.Tensor]:
+    return [
+        b
+        for m in model.modules()
+        if isinstance(m, torch.nn.modules.batchnorm._NormBase)
+        for b in (m.running_mean, m.running_var)
+        if b is not None
+    ]
+
+
+def _params(model: torch.nn.Module) -> List[torch.nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def _state(model: torch.nn.Module) -> Dict[str, List[torch.Tensor]]:
+    """Copies of the weights and the BN running statistics."""
+    return {
+        "weights": [p.detach().clone() for p in _params(model)],
+        "bn": [b.clone() for b in _bn_tensors(model)],
+    }
+
+
+def _changes(after: dict, before: dict) -> Dict[str, List[torch.Tensor]]:
+    """What a step changed: ``after - before`` per tensor (float32)."""
+    return {
+        kind: [a.float() - b.float() for a, b in zip(after[kind], before[kind])]
+        for kind in after
+    }
+
+
+def build_steps(cfg: CfgNode, graphed_class: Callable = GraphedTrainStep) -> tuple:
+    """The eager step and the ``graphed_class`` step, on two equal models."""
+    ctx = RunContext(device=get_device(cfg))
+    model = convert_to_sub_bn(build_model(cfg, choose_channels_last(cfg)))
+    model = model.to(ctx.device).train()
+    twin = copy.deepcopy(model)
+
+    def step(cls, net):
+        return cls(
+            net,
+            construct_optimizer(net, cfg),
+            get_loss_func(cfg.MODEL.LOSS_FUNC),
+            ctx,
+            autocast_factory(cfg, ctx.device),
+            make_grad_scaler(cfg, ctx.device),
+            cfg.SOLVER.CLIP_GRAD_L2NORM,
+            cfg.DATA.MULTI_LABEL,
+        )
+
+    return step(TrainStep, model), step(graphed_class, twin)
+
+
+def _copy_state(src: TrainStep, dst: TrainStep) -> None:
+    """Gives ``dst`` the state of ``src``: weights and buffers in place."""
+    dst.model.load_state_dict(src.model.state_dict())
+    # Deep copies: loading keeps a state tensor of the right device and dtype
+    # itself, and the two optimizers would share their momentum buffers.
+    dst.optimizer.load_state_dict(copy.deepcopy(src.optimizer.state_dict()))
+    if src.scaler is not None:
+        dst.scaler.load_state_dict(src.scaler.state_dict())
+
+
+def _timed(step: TrainStep, batch, device: torch.device) -> tuple:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    stats = step(batch)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return stats, 1000 * (time.perf_counter() - start)
+
+
+def _precise_bn(cfg: CfgNode, steps: Sequence[TrainStep], shape: Shape) -> None:
+    """fvcore's precise BN on each model, on the same batches (1 BN split)."""
+    batches = [synthetic_batch(cfg, shape)[0] for _ in range(2)]
+    for step in steps:
+        set_bn_splits(step.model, 1)
+        inputs = ([x.to(step.device) for x in batch] for batch in batches)
+        with step.autocast():
+            update_bn_stats(step.model, inputs, len(batches))
+
+
+def check(
+    cfg: CfgNode, rounds: int, graphed_class: Callable = GraphedTrainStep
+) -> List[ShapeResult]:
+    """Runs the eager and the graphed step side by side (see the module doc).
+
+    Args:
+        cfg: the config (MODEL.DROPOUT_RATE should be 0).
+        rounds: visits of every shape.
+        graphed_class: the step class to check against the eager one.
+
+    Returns:
+        list: a :class:`ShapeResult` per multigrid shape.
+    """
+    torch.manual_seed(cfg.RNG_SEED)
+    eager, graphed = build_steps(cfg, graphed_class)
+    shapes = multigrid_shapes(cfg)
+    results = [ShapeResult(shape) for shape in shapes]
+    for r in range(rounds):
+        order = list(range(len(shapes)))
+        order = order[r % len(order) :] + order[: r % len(order)]
+        order = order if r % 2 == 0 else order[::-1]
+        for i in order:
+            inputs, labels = synthetic_batch(cfg, shapes[i])
+            batch = (inputs, labels, None, {"num_failed": torch.zeros(1)})
+            _copy_state(eager, graphed)
+            for step in (eager, graphed):
+                set_bn_splits(step.model, shapes[i].bn_splits)
+            before = _state(eager.model)
+            stats_e, ms_e = _timed(eager, batch, eager.device)
+            stats_g, ms_g = _timed(graphed, batch, graphed.device)
+            diffs = results[i].diffs
+            loss = [torch.tensor(stats_e.loss)], [torch.tensor(stats_g.loss)]
+            grads = [[p.grad for p in _params(s.model)] for s in (eager, graphed)]
+            change_e = _changes(_state(eager.model), before)
+            change_g = _changes(_state(graphed.model), before)
+            pairs = {
+                "loss": relative_difference(*loss),
+                "grads": relative_difference(*grads),
+                "bn": relative_difference(change_e["bn"], change_g["bn"]),
+                "weights": relative_difference(
+                    change_e["weights"], change_g["weights"]
+                ),
+            }
+            for kind, value in pairs.items():
+                diffs[kind] = max(diffs[kind], value)
+            if r > 0:
+                results[i].eager_ms.append(ms_e)
+                results[i].graphed_ms.append(ms_g)
+        if r == 0:
+            _precise_bn(cfg, (eager, graphed), shapes[-1])
+    return results
+
+
+def failures(results: Sequence[ShapeResult], tolerance: float) -> List[str]:
+    """One line per shape and kind whose difference exceeds ``tolerance``."""
+    return [
+        f"{res.shape.kind}: {kind} differ by {value:.2e} (tolerance {tolerance:.0e})"
+        for res in results
+        for kind, value in res.diffs.items()
+        if not value <= tolerance
+    ]
+
+
+def table(results: Sequence[ShapeResult]) -> str:
+    """The per-shape table the tool prints."""
+    header = ["shape", "clips x frames x crop", "BN splits"]
+    header += [f"{k} diff" for k in KINDS] + ["eager ms", "graphed ms"]
+    lines = [" | ".join(header)]
+    for res in results:
+        s = res.shape
+        times = [
+            f"{statistics.median(ms):.1f}" if ms else "-"
+            for ms in (res.eager_ms, res.graphed_ms)
+        ]
+        cells = [s.kind, f"{s.batch} x {s.frames} x {s.crop}", str(s.bn_splits)]
+        cells += [f"{res.diffs[k]:.1e}" for k in KINDS] + times
+        lines.append(" | ".join(cells))
+    return "\n".join(lines)
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """Parses the command line (``--cfg``, ``--rounds``, KEY VALUE overrides)."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Trailing KEY VALUE config overrides apply to both copies.",
+    )
+    parser.add_argument("--cfg", required=True, help="config file")
+    parser.add_argument("--rounds", type=int, default=3, help="visits of each shape")
+    parser.add_argument("opts", nargs=argparse.REMAINDER, help="KEY VALUE ...")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Runs the check; returns the exit status."""
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: CUDA graphs need a GPU; none is visible", file=sys.stderr)
+        return 2
+    try:
+        opts = args.opts + ["MODEL.DROPOUT_RATE", "0.0", "NUM_GPUS", "1"]
+        cfg = load_run_config([args.cfg], opts)
+    except (ValueError, KeyError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    results = check(cfg, args.rounds)
+    tolerance = TOLERANCE["mixed" if cfg.TRAIN.MIXED_PRECISION else "fp32"]
+    print(
+        f"{args.rounds} rounds on {torch.cuda.get_device_name()}; relative L2 "
+        f"differences, graphed against eager (tolerance {tolerance:.0e}):"
+    )
+    print(table(results))
+    bad = failures(results, tolerance)
+    for line in bad:
+        print(f"FAILED {line}")
+    if not bad:
+        print("graphed and eager steps agree at every shape")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
