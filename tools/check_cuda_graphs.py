@@ -13,7 +13,8 @@ buffers, optimizer and GradScaler state, copied in place); after it the tool
 compares the loss, the gradients, and what the step changed in the BN running
 statistics and in the weights. After the first round both copies run fvcore's
 precise BN, which replaces the BN buffers as an evaluation with
-BN.USE_PRECISE_STATS does.
+BN.USE_PRECISE_STATS does. On a GPU a thread pins host memory throughout, as
+the training loader's pin-memory thread does while the trainer captures.
 
 Dropout is off (MODEL.DROPOUT_RATE 0): the graphs' warm-up passes draw other
 random numbers than the eager step. Differences are relative L2 norms over
@@ -28,9 +29,11 @@ Example (on a GPU):
 """
 
 import argparse
+import contextlib
 import copy
 import statistics
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
@@ -164,6 +167,28 @@ def _precise_bn(cfg: CfgNode, steps: Sequence[TrainStep], shape: Shape) -> None:
             update_bn_stats(step.model, inputs, len(batches))
 
 
+@contextlib.contextmanager
+def pinning_thread(device: torch.device):
+    """A thread pinning batches of host memory meanwhile (on a GPU only)."""
+    if device.type != "cuda":
+        yield
+        return
+    stop = threading.Event()
+
+    def pin() -> None:
+        while not stop.is_set():
+            torch.empty(1 << 20, dtype=torch.uint8).pin_memory()
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=pin, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def check(
     cfg: CfgNode, rounds: int, graphed_class: Callable = GraphedTrainStep
 ) -> List[ShapeResult]:
@@ -181,6 +206,14 @@ def check(
     eager, graphed = build_steps(cfg, graphed_class)
     shapes = multigrid_shapes(cfg)
     results = [ShapeResult(shape) for shape in shapes]
+    with pinning_thread(eager.device):
+        _run_rounds(cfg, rounds, (eager, graphed), results)
+    return results
+
+
+def _run_rounds(cfg, rounds, steps, results) -> None:
+    eager, graphed = steps
+    shapes = [res.shape for res in results]
     for r in range(rounds):
         order = list(range(len(shapes)))
         order = order[r % len(order) :] + order[: r % len(order)]
@@ -214,7 +247,6 @@ def check(
                 results[i].graphed_ms.append(ms_g)
         if r == 0:
             _precise_bn(cfg, (eager, graphed), shapes[-1])
-    return results
 
 
 def failures(results: Sequence[ShapeResult], tolerance: float) -> List[str]:

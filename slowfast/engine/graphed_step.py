@@ -13,7 +13,9 @@ What a replay needs, and this class keeps:
   tensors, gradients stay allocated (zeroed, never set to None) and are
   handed back to the parameters should anything have replaced them;
 * no host synchronisation inside the captured region (the sub-batch BN
-  kernels of ``models/split_bn.py`` have none);
+  kernels of ``models/split_bn.py`` have none), and only the capturing
+  thread restricted while it captures (the loader's pin-memory thread keeps
+  working);
 * BN running statistics as eager training leaves them: capture runs the
   step twice on a side stream first (CUDA's warm-up), and the statistics
   those two passes updated are restored afterwards;
@@ -126,7 +128,10 @@ class GraphedTrainStep(TrainStep):
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         self._zero_grads()
-        with torch.cuda.graph(graph, pool=self.pool):
+        # "thread_local": the loader's pin-memory thread goes on pinning batches
+        # (CUDA calls) during the capture; in the default "global" mode any such
+        # call from another thread breaks the capture and the thread with it.
+        with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
             loss, preds = self._forward_backward(static_inputs, static_labels)
         self.bn.restore(saved)
         return _Graph(graph, static_inputs, static_labels, loss, preds)
