@@ -112,7 +112,7 @@ class GraphedTrainStep(TrainStep):
         for param, grad in zip(self.params, self.grads):
             if param.grad is not grad:  # something replaced or dropped it
                 param.grad = grad
-            grad.zero_()
+        torch._foreach_zero_(self.grads)  # a few launches, not one per tensor
 
     def _capture(self, inputs, labels) -> _Graph:
         """Warms up, then captures the step of these inputs' shape."""
