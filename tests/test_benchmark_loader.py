@@ -12,7 +12,8 @@ from slowfast.datasets.demo import make_demo_data
 from tests.tool_utils import REPO_ROOT, load_tool, tool_path
 
 TOOL = tool_path("benchmark_loader.py")
-CFG = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny.yaml")
+DEMO = os.path.join(REPO_ROOT, "configs", "Demo")
+CFG = os.path.join(DEMO, "Kinetics_I3D_tiny.yaml")
 
 
 def _load_tool():
@@ -31,6 +32,34 @@ def test_multigrid_shapes_follow_the_long_and_short_cycle():
         (8, 32, 64),  # short cycle, crop S / 2
         (8, 45, 32),  # short cycle, crop S / sqrt 2
     ]
+
+
+def test_run_shapes_are_every_batch_a_multigrid_run_trains():
+    from slowfast.engine.benchmark import run_shapes
+    from slowfast.multigrid import MultigridSchedule
+
+    config = os.path.join(
+        REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.yaml"
+    )
+    cfg = load_config([config])
+    schedule = MultigridSchedule.from_cfg(cfg, num_procs=1)
+    trained = {
+        (s.num_frames, s.crop_size, s.per_proc_batch, s.bn_splits)
+        for s in (
+            schedule.iter_shape(epoch, it)
+            for epoch in range(schedule.max_epoch)
+            for it in range(3)
+        )
+    }
+    shapes = run_shapes(cfg)
+    assert [(s.frames, s.crop, s.batch, s.bn_splits) for s in shapes[6:]] == [
+        (2, 32, 256, 16),  # the 8x long-cycle shape at the short cycle's crop
+        (4, 32, 128, 8),
+        (4, 32, 128, 4),  # the same clips as above, other BN splits
+        (4, 45, 64, 4),
+    ]
+    assert {(s.frames, s.crop, s.batch, s.bn_splits) for s in shapes} == trained
+    assert len(shapes) == len(trained)
 
 
 @pytest.fixture(scope="module")

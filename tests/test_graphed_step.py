@@ -1,10 +1,12 @@
 """TRAIN.CUDA_GRAPHS: refused where it cannot run; BN buffers kept around
 capture and pinned across precise BN.
 
-The graphs themselves need a GPU (tools/check_split_bn.py and the GPU study
-exercise them there); these tests pin what holds on any machine.
+The graphs themselves need a GPU (tools/check_cuda_graphs.py exercises them
+there); these tests pin what holds on any machine, and the check tool's
+comparison.
 """
 
+import math
 import os
 
 import pytest
@@ -134,3 +136,18 @@ def test_check_tool_compares_steps_kind_by_kind(step_class, failing):
     assert bad >= failing and (bad == set()) == (failing == set())
     if step_class is TrainStep:  # the same computation on CPU: equal to the bit
         assert all(v == 0.0 for r in results for v in r.diffs.values())
+
+
+def test_check_tool_sees_one_wrong_tensor_and_keeps_nan():
+    tool = load_tool("check_cuda_graphs.py")
+    good = [torch.ones(50) for _ in range(300)]
+    bad = [t.clone() for t in good]
+    bad[7].zero_()  # one gradient of 300 lost: a small part of the total norm
+    assert tool.relative_difference(good, bad) == pytest.approx(0.5)
+    assert tool.relative_difference(good, [t.clone() for t in good]) == 0.0
+    bad[7] = torch.full((50,), float("inf"))
+    assert tool.relative_difference(good, bad) == float("inf")
+    both = [torch.tensor([1.0, float("inf")]), torch.tensor([1.0, float("inf")])]
+    assert tool.relative_difference(both[:1], both[1:]) == 0.0  # overflowed alike
+    assert math.isnan(tool._worse(0.0, float("nan")))
+    assert math.isnan(tool._worse(float("nan"), 1.0))

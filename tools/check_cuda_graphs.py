@@ -5,24 +5,27 @@ Two copies of the config's model (sub-batch BN layers, memory format and
 precision as a multigrid run has them) train side by side on the same
 synthetic batches: one with the eager step (``slowfast/engine/step.py``), one
 with the graphed step (``slowfast/engine/graphed_step.py``, one CUDA graph per
-batch shape). Every round visits every multigrid shape (long-cycle shapes,
-then the short-cycle crops, with their BN splits), the shapes in another order
-each round, so that graphs are replayed in another order than captured. Before
-each step the graphed copy is given the eager copy's state (weights, BN
-buffers, optimizer and GradScaler state, copied in place); after it the tool
-compares the loss, the gradients, and what the step changed in the BN running
-statistics and in the weights. After the first round both copies run fvcore's
-precise BN, which replaces the BN buffers as an evaluation with
-BN.USE_PRECISE_STATS does. On a GPU a thread pins host memory throughout, as
-the training loader's pin-memory thread does while the trainer captures.
+batch shape). Every round visits every batch shape a multigrid run trains
+(each long-cycle shape with its short-cycle crops and BN splits:
+``engine.benchmark.run_shapes``), in another order each round, so that graphs
+are replayed in another order than captured. Before each step the graphed copy
+is given the eager copy's state (weights, BN buffers, optimizer and GradScaler
+state, copied in place); after it the tool compares the loss, the gradients,
+what the step changed in the BN running statistics and in the weights, and the
+GradScaler's scale. After the first round both copies run fvcore's precise BN,
+which replaces the BN buffers as an evaluation with BN.USE_PRECISE_STATS does.
+On a GPU a thread pins host memory throughout, as the training loader's
+pin-memory thread does while the trainer captures.
 
 Dropout is off (MODEL.DROPOUT_RATE 0): the graphs' warm-up passes draw other
-random numbers than the eager step. Differences are relative L2 norms over
-all tensors of a kind; the check fails above the tolerance of the run's
-precision (kernels run in another order within a graph, and atomics differ).
+random numbers than the eager step. A difference is the largest relative L2
+difference of one tensor (``relative_difference``); the check fails above the
+tolerance of the run's precision (atomics make kernels differ in the last
+bits).
 
-Exit status: 0 when every step agrees, 1 when one differs, 2 without a GPU or
-with a bad config.
+Exit status: 0 when every step agrees, 1 when one differs (a step that fails
+outright stops the tool with its traceback), 2 without a GPU or with a bad
+config.
 
 Example (on a GPU):
     python tools/check_cuda_graphs.py --cfg configs/Demo/SSv2_I3D_R50_study_gpu_5k.yaml
@@ -31,6 +34,7 @@ Example (on a GPU):
 import argparse
 import contextlib
 import copy
+import math
 import statistics
 import sys
 import threading
@@ -42,7 +46,7 @@ import torch
 from fvcore.common.config import CfgNode
 from fvcore.nn.precise_bn import update_bn_stats
 
-from slowfast.engine.benchmark import Shape, multigrid_shapes, synthetic_batch
+from slowfast.engine.benchmark import Shape, run_shapes, synthetic_batch
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.graphed_step import GraphedTrainStep
 from slowfast.engine.losses import get_loss_func
@@ -57,7 +61,7 @@ from slowfast.utils.distributed import RunContext, get_device
 
 # Relative L2 differences allowed, by the autocast of the run.
 TOLERANCE = {"fp32": 1e-4, "mixed": 2e-2}
-KINDS = ("loss", "grads", "bn", "weights")
+KINDS = ("loss", "grads", "bn", "weights", "scale")
 
 
 @dataclass
@@ -67,8 +71,9 @@ class ShapeResult:
     Attributes:
         shape: the batch shape.
         diffs: kind -> largest relative difference over the shape's steps:
-            "loss", "grads", and the step's changes of the BN running
-            statistics ("bn") and of the weights ("weights").
+            "loss", "grads", the step's changes of the BN running statistics
+            ("bn") and of the weights ("weights"), and the GradScaler's scale
+            after it ("scale": both must skip an overflowing step alike).
         eager_ms, graphed_ms: step times after the first round.
     """
 
@@ -79,10 +84,35 @@ class ShapeResult:
 
 
 def relative_difference(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
-    """``||a - b|| / ||a||`` over all tensors (float64; 0 when both are 0)."""
-    num = sum(float((x.double() - y.double()).pow(2).sum()) for x, y in zip(a, b))
-    den = sum(float(x.double().pow(2).sum()) for x in a)
-    return (num / den) ** 0.5 if den > 0 else (0.0 if num == 0 else float("inf"))
+    """The largest difference of one tensor of ``a`` from its match in ``b``.
+
+    Tensor ``i`` differs by ``||a_i - b_i|| / (||a_i|| + ||a|| / sqrt(n))``
+    (float64; the second term keeps near-zero tensors from dominating): one
+    wrong tensor among hundreds shows. Non-finite values must sit at the same
+    places in both (fp16 overflows); the finite ones are compared.
+    """
+    diffs, norms = [], []
+    for x, y in zip(a, b):
+        x, y = x.double(), y.double()
+        finite = torch.isfinite(x)
+        if not torch.equal(finite, torch.isfinite(y)):
+            return math.inf
+        x, y = x[finite], y[finite]
+        diffs.append(float((x - y).norm()))
+        norms.append(float(x.norm()))
+    floor = math.sqrt(sum(n * n for n in norms) / max(len(norms), 1))
+    worst = 0.0
+    for diff, norm in zip(diffs, norms):
+        if diff > 0:
+            worst = max(worst, diff / (norm + floor) if norm + floor > 0 else math.inf)
+    return worst
+
+
+def _worse(current: float, value: float) -> float:
+    """The larger of two differences; NaN (a broken comparison) sticks."""
+    if math.isnan(current) or math.isnan(value):
+        return math.nan
+    return max(current, value)
 
 
 def _bn_tensors(model: torch.nn.Module) -> List[torch.Tensor]:
@@ -97,6 +127,18 @@ def _bn_tensors(model: torch.nn.Module) -> List[torch.Tensor]:
 
 def _params(model: torch.nn.Module) -> List[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
+
+
+def _grads(model: torch.nn.Module) -> List[torch.Tensor]:
+    """Gradients, zeros for a parameter the step left without one."""
+    return [
+        p.grad if p.grad is not None else torch.zeros_like(p) for p in _params(model)
+    ]
+
+
+def _scale(step: TrainStep) -> List[torch.Tensor]:
+    """The GradScaler's scale after the step (it halves on an overflow)."""
+    return [torch.tensor(step.scaler.get_scale() if step.scaler else 1.0)]
 
 
 def _state(model: torch.nn.Module) -> Dict[str, List[torch.Tensor]]:
@@ -204,7 +246,7 @@ def check(
     """
     torch.manual_seed(cfg.RNG_SEED)
     eager, graphed = build_steps(cfg, graphed_class)
-    shapes = multigrid_shapes(cfg)
+    shapes = run_shapes(cfg)
     results = [ShapeResult(shape) for shape in shapes]
     with pinning_thread(eager.device):
         _run_rounds(cfg, rounds, (eager, graphed), results)
@@ -229,7 +271,7 @@ def _run_rounds(cfg, rounds, steps, results) -> None:
             stats_g, ms_g = _timed(graphed, batch, graphed.device)
             diffs = results[i].diffs
             loss = [torch.tensor(stats_e.loss)], [torch.tensor(stats_g.loss)]
-            grads = [[p.grad for p in _params(s.model)] for s in (eager, graphed)]
+            grads = [_grads(s.model) for s in (eager, graphed)]
             change_e = _changes(_state(eager.model), before)
             change_g = _changes(_state(graphed.model), before)
             pairs = {
@@ -239,9 +281,10 @@ def _run_rounds(cfg, rounds, steps, results) -> None:
                 "weights": relative_difference(
                     change_e["weights"], change_g["weights"]
                 ),
+                "scale": relative_difference(*[_scale(s) for s in (eager, graphed)]),
             }
             for kind, value in pairs.items():
-                diffs[kind] = max(diffs[kind], value)
+                diffs[kind] = _worse(diffs[kind], value)
             if r > 0:
                 results[i].eager_ms.append(ms_e)
                 results[i].graphed_ms.append(ms_g)

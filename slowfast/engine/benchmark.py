@@ -77,6 +77,35 @@ def multigrid_shapes(cfg: CfgNode) -> List[Shape]:
     return shapes
 
 
+def run_shapes(cfg: CfgNode) -> List[Shape]:
+    """Every (clips, frames, crop, BN splits) a long + short cycle run trains.
+
+    :func:`multigrid_shapes` first, then the short-cycle crops at the other
+    long-cycle shapes ("long k/n short j"), each new (frames, crop, batch,
+    splits) once: the batches a CUDA-graphed run captures a graph for. The
+    short cycle's crops follow MULTIGRID.SHORT_CYCLE_CROP_MODE; a long-cycle
+    shape's BN splits hold for its short-cycle batches too, as in training.
+    """
+    shapes = multigrid_shapes(cfg)
+    base_t, base_s = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
+    mg = cfg.MULTIGRID
+    seen = {(s.frames, s.crop, s.batch, s.bn_splits) for s in shapes}
+    for long in shapes[: len(mg.LONG_CYCLE_FACTORS) - 1]:
+        crops = short_cycle_crops(
+            mg.SHORT_CYCLE_FACTORS, mg.SHORT_CYCLE_CROP_MODE, base_s, long.crop
+        )
+        for j, crop in enumerate(crops):
+            size = cfg.TRAIN.BATCH_SIZE * batch_factor(
+                long.frames, crop, base_t, base_s
+            )
+            key = (long.frames, crop, size, long.bn_splits)
+            if key not in seen:
+                seen.add(key)
+                kind = f"{long.kind} short {j + 1}"
+                shapes.append(Shape(kind, long.frames, crop, size, long.bn_splits))
+    return shapes
+
+
 def base_shape_index(cfg: CfgNode, shapes: Sequence[Shape]) -> int:
     """Index of the shape at the config's NUM_FRAMES and TRAIN_CROP_SIZE."""
     for i, shape in enumerate(shapes):

@@ -19,6 +19,10 @@ What a replay needs, and this class keeps:
 * BN running statistics as eager training leaves them: capture runs the
   step twice on a side stream first (CUDA's warm-up), and the statistics
   those two passes updated are restored afterwards;
+* each graph's loss and predictions read (``reduce``) before another graph
+  replays: the graphs share one memory pool and are replayed in another
+  order than captured, so a later graph may reuse an earlier one's scratch
+  memory for its outputs;
 * the BN buffers the graphs update still being the model's:
   :class:`BNBuffers` puts them back before every step when something
   assigned new tensors (fvcore's precise BN does, at every evaluation).
@@ -67,6 +71,7 @@ class GraphedTrainStep(TrainStep):
             raise ValueError("TRAIN.CUDA_GRAPHS runs one process only")
         self.graphs: Dict[Tuple, _Graph] = {}
         self.pool = torch.cuda.graph_pool_handle()
+        self.side = torch.cuda.Stream()  # one: each stream keeps its workspaces
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.grads: List[torch.Tensor] = []
         self.bn = BNBuffers(self.model)
@@ -120,12 +125,11 @@ class GraphedTrainStep(TrainStep):
         static_labels = labels.clone()
         saved = self.bn.snapshot()
         self._zero_grads()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+        self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side):
             for _ in range(WARMUP_PASSES):
                 self._forward_backward(static_inputs, static_labels)
-        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.current_stream().wait_stream(self.side)
         graph = torch.cuda.CUDAGraph()
         self._zero_grads()
         # "thread_local": the loader's pin-memory thread goes on pinning batches
