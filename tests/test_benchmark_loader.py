@@ -126,6 +126,33 @@ def test_benchmark_runs_on_tiny_data(tiny_kinetics, tmp_path):
 
 
 @pytest.mark.slow
+def test_all_shapes_plan_the_loader_for_every_batch_a_run_trains(
+    tiny_kinetics, tmp_path
+):
+    out = str(tmp_path / "all.json")
+    command = [
+        sys.executable, TOOL, "--cfg", CFG,
+        "DATA.PATH_TO_DATA_DIR", tiny_kinetics, "DATA.PATH_PREFIX", tiny_kinetics,
+        "TRAIN.BATCH_SIZE", "8", "--iters", "1", "--warmup", "0", "--workers", "0",
+        "--cache", "off", "--stage-items", "2", "--all-shapes",
+        "--model-clips-per-s", "100", "--json", out,
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.load(open(out))
+    assert len(data["shapes"]) == 10  # with their BN splits
+    # Shapes that differ only in BN splits load alike: 8 loader rows.
+    kinds = [row[1] for row in data["stages"]]
+    assert kinds[:6] == [s["kind"] for s in data["shapes"][:6]]
+    assert kinds[6:] == ["long 1/4 short 1", "long 2/4 short 1"]
+    assert [row[0] for row in data["capacity"]] == kinds
+    # The 8x long-cycle shape at the short cycle's crop: 16x the base batch.
+    assert data["capacity"][6][3:5] == [128, 1600.0]
+
+
+@pytest.mark.slow
 def test_model_only_needs_no_data_and_compares_memory_formats(tmp_path):
     out = str(tmp_path / "model.json")
     command = [

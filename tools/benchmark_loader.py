@@ -3,14 +3,17 @@ r"""Benchmarks the training data loader at every multigrid mini-batch shape.
 
 Shapes: the long-cycle base shapes (MULTIGRID.LONG_CYCLE_FACTORS times the
 config's NUM_FRAMES / TRAIN_CROP_SIZE) and the two short-cycle crops at the
-config's shape, with the multigrid batch ``TRAIN.BATCH_SIZE * round(T S^2 /
-(t s^2))``. For each decoded-frame-cache setting and worker count the project's
-own loader (``construct_loader`` with a per-shape ``plan_fn``) is timed after
-warm-up batches; the tables give medians over the timed batches. With 0
-workers a sample of items is also timed in-process, split into decode and
-transform. ``--model`` adds the model's forward+backward+SGD throughput per
-shape, alone and fed by the loader (loader workers and model share the CPU);
-alone, with its FLOP rate and efficiency relative to the base shape (see
+config's shape, with the multigrid batch
+``TRAIN.BATCH_SIZE * round(T S^2 / (t s^2))``; with ``--all-shapes`` also
+the short cycle's crops at the other long-cycle shapes (every batch a
+multigrid run trains). For each
+decoded-frame-cache setting and worker count the project's own loader
+(``construct_loader`` with a per-shape ``plan_fn``) is timed after warm-up
+batches; the tables give medians over the timed batches. With 0 workers a
+sample of items is also timed in-process, split into decode and transform.
+``--model`` adds the model's forward+backward+SGD throughput per shape, alone
+and fed by the loader (loader workers and model share the CPU); alone, with
+its FLOP rate and efficiency relative to the base shape (see
 ``slowfast/engine/benchmark.py``). ``--model-only`` times the model alone, on
 synthetic batches: no data needed. The model runs where the trainer runs it
 (GPU 0 when NUM_GPUS > 0, with TRAIN.MIXED_PRECISION as in training); ``--bn
@@ -55,10 +58,12 @@ from slowfast.engine.benchmark import (
     MEMORY_FORMATS,
     MODEL_HEADERS,
     PRECISIONS,
+    Shape,
     TrainStep,
     base_shape_index,
     model_rows,
     multigrid_shapes,
+    run_shapes,
 )
 from slowfast.launch.config import load_run_config
 from slowfast.utils.table import format_table
@@ -125,6 +130,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         "CUDA graph per shape; GPU only), or eager,graphs",
     )
     parser.add_argument(
+        "--all-shapes",
+        action="store_true",
+        help="every batch shape a long + short cycle run trains (the short "
+        "cycle's crops at every long-cycle shape too), not only the long-cycle "
+        "shapes and the short cycle's crops at the base shape",
+    )
+    parser.add_argument(
         "--model-clips-per-s",
         type=float,
         default=0.0,
@@ -156,6 +168,17 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         parser.error(f"--step {bad}: use eager, graphs or eager,graphs")
     args.model = args.model or args.model_only
     return args
+
+
+def distinct_clips(shapes: List[Shape]) -> List[Shape]:
+    """The first shape of each (frames, crop, batch): shapes that differ only
+    in BN splits load alike."""
+    seen, kept = set(), []
+    for shape in shapes:
+        if (shape.frames, shape.crop, shape.batch) not in seen:
+            seen.add((shape.frames, shape.crop, shape.batch))
+            kept.append(shape)
+    return kept
 
 
 def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
@@ -267,7 +290,8 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
         torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
     base = load_run_config([args.cfg], args.opts)
-    shapes = multigrid_shapes(base)
+    shapes = run_shapes(base) if args.all_shapes else multigrid_shapes(base)
+    clips = distinct_clips(shapes)  # what the loader rows need
     results: Dict[str, list] = {"shapes": [asdict(s) for s in shapes]}
     if args.model:
         results["model"] = model_rows(
@@ -293,7 +317,7 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
     results["stages"], results["loader"] = [], []
     for cache in [] if args.model_only else args.cache:
         for workers in args.workers:
-            stages, rows = measure_setting(args, cache, workers, shapes, step)
+            stages, rows = measure_setting(args, cache, workers, clips, step)
             results["stages"] += stages
             results["loader"] += rows
     if results["stages"]:
@@ -316,7 +340,7 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
         )
         print(format_table(headers, results["loader"]))
     if results["stages"] and (args.model_clips_per_s > 0 or args.model):
-        results["capacity"] = print_capacity(args, base, shapes, results)
+        results["capacity"] = print_capacity(args, base, clips, results)
     results["load_average"] = [load_before, os.getloadavg()[0]]
     print(
         f"\n1-minute load average before / after: {load_before:.2f} / "
