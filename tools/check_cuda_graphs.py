@@ -13,7 +13,8 @@ is given the eager copy's state (weights, BN buffers, optimizer and GradScaler
 state, copied in place); after it the tool compares the loss, the gradients,
 what the step changed in the BN running statistics and in the weights, and the
 GradScaler's scale. After the first round both copies run fvcore's precise BN,
-which replaces the BN buffers as an evaluation with BN.USE_PRECISE_STATS does.
+which replaces the BN buffers as an evaluation with BN.USE_PRECISE_STATS does,
+and the GradScaler's scale (fp16) is halved, as an overflow halves it.
 On a GPU a thread pins host memory throughout, as the training loader's
 pin-memory thread does while the trainer captures.
 
@@ -290,6 +291,8 @@ def _run_rounds(cfg, rounds, steps, results) -> None:
                 results[i].graphed_ms.append(ms_g)
         if r == 0:
             _precise_bn(cfg, (eager, graphed), shapes[-1])
+            if eager.scaler is not None:  # the graphs must read the live scale
+                eager.scaler.update(new_scale=eager.scaler.get_scale() / 2)
 
 
 def failures(results: Sequence[ShapeResult], tolerance: float) -> List[str]:
