@@ -153,6 +153,33 @@ def test_all_shapes_plan_the_loader_for_every_batch_a_run_trains(
 
 
 @pytest.mark.slow
+def test_all_shapes_capacity_takes_the_measured_model_speeds(tiny_kinetics, tmp_path):
+    # With these factors the short cycle's 45 px batch has the clips of long
+    # 3/4 (other BN splits): one loader row for both, not the last one, while
+    # the model rows keep both; each loader row still finds its model speed.
+    factors = [[0.25, 0.7071], [0.5, 0.7071], [1, 0.7071], [1, 1]]
+    opts = ["TRAIN.BATCH_SIZE", "8", "MULTIGRID.LONG_CYCLE_FACTORS", str(factors)]
+    tool = _load_tool()
+    shapes = tool.run_shapes(load_config([CFG], opts))
+    kept = [s.kind for s in tool.distinct_clips(shapes)]
+    assert "short 2" in [s.kind for s in shapes] and "short 2" not in kept
+    out = str(tmp_path / "measured.json")
+    command = [
+        sys.executable, TOOL, "--cfg", CFG, *opts,
+        "DATA.PATH_TO_DATA_DIR", tiny_kinetics, "DATA.PATH_PREFIX", tiny_kinetics,
+        "--iters", "1", "--warmup", "0", "--workers", "0", "--cache", "off",
+        "--stage-items", "1", "--all-shapes", "--model", "--json", out,
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.load(open(out))
+    assert len(data["model"]) == len(shapes)
+    assert [row[0] for row in data["capacity"]] == kept
+
+
+@pytest.mark.slow
 def test_model_only_needs_no_data_and_compares_memory_formats(tmp_path):
     out = str(tmp_path / "model.json")
     command = [

@@ -143,10 +143,13 @@ def test_check_tool_sees_one_wrong_tensor_and_keeps_nan():
     good = [torch.ones(50) for _ in range(300)]
     bad = [t.clone() for t in good]
     bad[7].zero_()  # one gradient of 300 lost: a small part of the total norm
-    assert tool.relative_difference(good, bad) == pytest.approx(0.5)
+    assert tool.relative_difference(good, bad) == pytest.approx(1.0)
     assert tool.relative_difference(good, [t.clone() for t in good]) == 0.0
     bad[7] = torch.full((50,), float("inf"))
     assert tool.relative_difference(good, bad) == float("inf")
+    assert tool.relative_difference([torch.tensor(2.0)], [torch.tensor(2.2)]) == (
+        pytest.approx(0.1)  # one tensor: relative to itself
+    )
     both = [torch.tensor([1.0, float("inf")]), torch.tensor([1.0, float("inf")])]
     assert tool.relative_difference(both[:1], both[1:]) == 0.0  # overflowed alike
     assert math.isnan(tool._worse(0.0, float("nan")))

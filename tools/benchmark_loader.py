@@ -257,7 +257,8 @@ def print_capacity(args, cfg, shapes, results) -> list:
     stages = results["stages"][: len(shapes)]
     measured = {}
     if args.model and args.model_clips_per_s <= 0:
-        measured = {row[1]: row[8] for row in results["model"][: len(shapes)]}
+        first_variant = results["model"][: len(results["shapes"])]
+        measured = {row[1]: row[8] for row in first_variant}
     loads = [
         ShapeLoad(s.kind, s.frames, s.crop, s.batch, row[8], measured.get(s.kind))
         for s, row in zip(shapes, stages)

@@ -87,7 +87,7 @@ class ShapeResult:
 def relative_difference(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
     """The largest difference of one tensor of ``a`` from its match in ``b``.
 
-    Tensor ``i`` differs by ``||a_i - b_i|| / (||a_i|| + ||a|| / sqrt(n))``
+    Tensor ``i`` differs by ``||a_i - b_i|| / max(||a_i||, ||a|| / sqrt(n))``
     (float64; the second term keeps near-zero tensors from dominating): one
     wrong tensor among hundreds shows. Non-finite values must sit at the same
     places in both (fp16 overflows); the finite ones are compared.
@@ -105,7 +105,8 @@ def relative_difference(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) ->
     worst = 0.0
     for diff, norm in zip(diffs, norms):
         if diff > 0:
-            worst = max(worst, diff / (norm + floor) if norm + floor > 0 else math.inf)
+            scale = max(norm, floor)
+            worst = max(worst, diff / scale if scale > 0 else math.inf)
     return worst
 
 

@@ -78,7 +78,9 @@ def multigrid_shapes(cfg: CfgNode) -> List[Shape]:
 
 
 def run_shapes(cfg: CfgNode) -> List[Shape]:
-    """Every (clips, frames, crop, BN splits) a long + short cycle run trains.
+    """Every (clips, frames, crop, BN splits) a long + short cycle run of one
+    training process trains (NUM_GPUS 1; as :func:`multigrid_shapes`, the
+    config's TRAIN.BATCH_SIZE is that process's).
 
     :func:`multigrid_shapes` first, then the short-cycle crops at the other
     long-cycle shapes ("long k/n short j"), each new (frames, crop, batch,
@@ -90,7 +92,7 @@ def run_shapes(cfg: CfgNode) -> List[Shape]:
     base_t, base_s = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
     mg = cfg.MULTIGRID
     seen = {(s.frames, s.crop, s.batch, s.bn_splits) for s in shapes}
-    for long in shapes[: len(mg.LONG_CYCLE_FACTORS) - 1]:
+    for long in shapes[: len(mg.LONG_CYCLE_FACTORS)]:
         crops = short_cycle_crops(
             mg.SHORT_CYCLE_FACTORS, mg.SHORT_CYCLE_CROP_MODE, base_s, long.crop
         )

@@ -1,11 +1,12 @@
 """The training step replayed from one CUDA graph per batch shape.
 
 With ``TRAIN.CUDA_GRAPHS True`` the forward pass, the loss and the backward
-pass of each batch shape (inputs' shapes and BN splits: ten in a run with the
-default cycles) are captured once in a CUDA graph and replayed at every later
-step of that shape, so the host launches one graph instead of thousands of
-kernels; the statistics, the guard against a non-finite loss, gradient
-clipping and the optimizer update run eagerly as in :class:`TrainStep`.
+pass of each batch shape (inputs' shapes and BN splits: about ten in a run
+with the default cycles) are captured once in a CUDA graph and replayed at
+every later step of that shape, so the host launches one graph instead of
+thousands of kernels; the statistics, the guard against a non-finite loss,
+gradient clipping and the optimizer update run eagerly as in
+:class:`TrainStep`.
 
 What a replay needs, and this class keeps:
 
