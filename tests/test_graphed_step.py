@@ -1,5 +1,5 @@
 """TRAIN.CUDA_GRAPHS: refused where it cannot run; BN buffers kept around
-capture and pinned across precise BN.
+capture and across precise BN.
 
 The graphs themselves need a GPU (tools/check_cuda_graphs.py exercises them
 there); these tests pin what holds on any machine, and the check tool's
@@ -15,7 +15,12 @@ from fvcore.nn.precise_bn import update_bn_stats
 from torch import nn
 
 from slowfast.config import ConfigError, load_config
-from slowfast.engine.graphed_step import BNBuffers, GraphedTrainStep
+from slowfast.engine.graphed_step import (
+    GraphedTrainStep,
+    _bn_state,
+    _restore_bn_state,
+)
+from slowfast.engine.precise_bn import update_bn_stats_in_place
 from slowfast.engine.step import TrainStep
 from slowfast.launch.launcher import Layout
 from slowfast.launch.preflight import PreflightError, check_cuda_graphs
@@ -65,47 +70,46 @@ def test_bn_state_is_restored_in_place():
     model = _model()
     buffers = _bn_buffers(model)
     before = [b.clone() for b in buffers]
-    pins = BNBuffers(model)
-    saved = pins.snapshot()
+    saved = _bn_state(model)
     assert len(saved) == 6  # running mean, var and batches tracked of both layers
     model.train()(torch.randn(4, 3, 2, 3, 3))
     assert any(not torch.equal(b, c) for b, c in zip(buffers, before))
-    pins.restore(saved)
+    _restore_bn_state(model, saved)
     live = _bn_buffers(model)
     assert all(a is b for a, b in zip(live, buffers))  # the same tensors
     assert all(torch.equal(b, c) for b, c in zip(buffers, before))
 
 
-def test_buffers_replaced_by_precise_bn_are_put_back_with_their_values():
-    # fvcore's precise BN assigns new running-statistics tensors; a CUDA graph
-    # would go on updating the old ones, so the step puts those back.
+def test_precise_bn_keeps_the_buffer_tensors_a_graph_holds():
+    # fvcore assigns new running-statistics tensors (a CUDA graph would go on
+    # updating the old ones); the in-place version copies into the old ones.
+    batches = [torch.randn(4, 3, 2, 3, 3) + 1 for _ in range(3)]
+    torch.manual_seed(0)
+    fvcore_model = _model().train()
     torch.manual_seed(0)
     model = _model().train()
-    pinned = _bn_buffers(model)
-    pins = BNBuffers(model)
-    assert pins.reattach() == 0
-    update_bn_stats(model, [torch.randn(4, 3, 2, 3, 3) + 1 for _ in range(3)], 3)
-    precise = _bn_buffers(model)
-    replaced = sum(a is not b for a, b in zip(precise, pinned))
+    old = _bn_buffers(fvcore_model)
+    update_bn_stats(fvcore_model, batches, 3)
+    replaced = sum(a is not b for a, b in zip(_bn_buffers(fvcore_model), old))
     assert replaced == 4  # running mean and var of both layers
-    values = [b.clone() for b in precise]
-    assert pins.reattach() == 4
+    held = _bn_buffers(model)
+    update_bn_stats_in_place(model, batches, 3)
     live = _bn_buffers(model)
-    assert all(a is b for a, b in zip(live, pinned))
-    assert all(torch.equal(a, b) for a, b in zip(live, values))
+    assert all(a is b for a, b in zip(live, held))
+    assert all(torch.equal(a, b) for a, b in zip(live, _bn_buffers(fvcore_model)))
     assert not torch.equal(live[0], torch.zeros(4))  # precise BN's statistics
-    model(torch.randn(4, 3, 2, 3, 3))  # training updates the pinned tensors
-    assert not torch.equal(live[0], values[0])
+    before = live[0].clone()
+    model(batches[0])  # training updates the held tensors
+    assert not torch.equal(live[0], before)
 
 
 class _FrozenBNStep(TrainStep):
     """A step whose BN running statistics never change (a broken graph)."""
 
     def __call__(self, batch):
-        pins = BNBuffers(self.model)
-        saved = pins.snapshot()
+        saved = _bn_state(self.model)
         stats = super().__call__(batch)
-        pins.restore(saved)
+        _restore_bn_state(self.model, saved)
         return stats
 
 

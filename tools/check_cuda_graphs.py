@@ -12,9 +12,10 @@ are replayed in another order than captured. Before each step the graphed copy
 is given the eager copy's state (weights, BN buffers, optimizer and GradScaler
 state, copied in place); after it the tool compares the loss, the gradients,
 what the step changed in the BN running statistics and in the weights, and the
-GradScaler's scale. After the first round both copies run fvcore's precise BN,
-which replaces the BN buffers as an evaluation with BN.USE_PRECISE_STATS does,
-and the GradScaler's scale (fp16) is halved, as an overflow halves it.
+GradScaler's scale. After the first round both copies recompute their BN
+statistics as an evaluation with BN.USE_PRECISE_STATS does
+(``engine/precise_bn.py``), and the GradScaler's scale (fp16) is halved, as
+an overflow halves it.
 On a GPU a thread pins host memory throughout, as the training loader's
 pin-memory thread does while the trainer captures.
 
@@ -45,7 +46,6 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 from fvcore.common.config import CfgNode
-from fvcore.nn.precise_bn import update_bn_stats
 
 from slowfast.engine.benchmark import Shape, run_shapes, synthetic_batch
 from slowfast.engine.bn_grouping import convert_to_sub_bn
@@ -53,6 +53,7 @@ from slowfast.engine.graphed_step import GraphedTrainStep
 from slowfast.engine.losses import get_loss_func
 from slowfast.engine.memory_format import choose_channels_last
 from slowfast.engine.optimizer import construct_optimizer
+from slowfast.engine.precise_bn import update_bn_stats_in_place
 from slowfast.engine.runtime import autocast_factory, make_grad_scaler
 from slowfast.engine.step import TrainStep
 from slowfast.launch.config import load_run_config
@@ -202,13 +203,13 @@ def _timed(step: TrainStep, batch, device: torch.device) -> tuple:
 
 
 def _precise_bn(cfg: CfgNode, steps: Sequence[TrainStep], shape: Shape) -> None:
-    """fvcore's precise BN on each model, on the same batches (1 BN split)."""
+    """The trainer's precise BN on each model, on the same batches (1 BN split)."""
     batches = [synthetic_batch(cfg, shape)[0] for _ in range(2)]
     for step in steps:
         set_bn_splits(step.model, 1)
         inputs = ([x.to(step.device) for x in batch] for batch in batches)
         with step.autocast():
-            update_bn_stats(step.model, inputs, len(batches))
+            update_bn_stats_in_place(step.model, inputs, len(batches))
 
 
 @contextlib.contextmanager

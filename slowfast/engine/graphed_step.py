@@ -24,9 +24,8 @@ What a replay needs, and this class keeps:
   replays: the graphs share one memory pool and are replayed in another
   order than captured, so a later graph may reuse an earlier one's scratch
   memory for its outputs;
-* the BN buffers the graphs update still being the model's:
-  :class:`BNBuffers` puts them back before every step when something
-  assigned new tensors (fvcore's precise BN does, at every evaluation).
+* the BN buffers the graphs update still being the model's (precise BN
+  copies its statistics into them: ``engine/precise_bn.py``).
 
 One process only (no DDP gradient all-reduce inside a graph here), on a GPU;
 ``config/validate.py`` and ``launch/preflight.py`` say so before the run.
@@ -75,12 +74,10 @@ class GraphedTrainStep(TrainStep):
         self.side = torch.cuda.Stream()  # one: each stream keeps its workspaces
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.grads: List[torch.Tensor] = []
-        self.bn = BNBuffers(self.model)
 
     def __call__(self, batch) -> StepStats:
         """Trains on one ``(inputs, labels, indices, extras)`` batch."""
         inputs, labels, extras = self.prepare(batch)
-        self.bn.reattach()
         key = (tuple(x.shape for x in inputs), tuple(labels.shape), self._splits())
         if key not in self.graphs:
             self.graphs[key] = self._capture(inputs, labels)
@@ -124,7 +121,7 @@ class GraphedTrainStep(TrainStep):
         """Warms up, then captures the step of these inputs' shape."""
         static_inputs = [x.clone() for x in inputs]
         static_labels = labels.clone()
-        saved = self.bn.snapshot()
+        saved = _bn_state(self.model)
         self._zero_grads()
         self.side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.side):
@@ -138,51 +135,22 @@ class GraphedTrainStep(TrainStep):
         # call from another thread breaks the capture and the thread with it.
         with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
             loss, preds = self._forward_backward(static_inputs, static_labels)
-        self.bn.restore(saved)
+        _restore_bn_state(self.model, saved)
         return _Graph(graph, static_inputs, static_labels, loss, preds)
 
 
-class BNBuffers:
-    """The model's BN buffers (running statistics, batches tracked), pinned.
+def _bn_state(model: nn.Module) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+    """Copies of every BN buffer (running statistics, batches tracked)."""
+    return [
+        (buffer, buffer.clone())
+        for module in model.modules()
+        if isinstance(module, nn.modules.batchnorm._NormBase)
+        for buffer in module.buffers(recurse=False)
+    ]
 
-    A CUDA graph keeps the addresses its kernels saw at capture, so the graphs
-    update these tensors whatever the layers hold later. fvcore's precise BN
-    (``BN.USE_PRECISE_STATS``) assigns new running-statistics tensors to the
-    layers: without :meth:`reattach` the graphs would go on updating the old
-    ones, and the layers' statistics would stay as precise BN left them.
 
-    Args:
-        model: the model whose BN layers' buffers to pin (as they are now).
-    """
-
-    def __init__(self, model: nn.Module) -> None:
-        self.slots = [
-            (module, name, buffer)
-            for module in model.modules()
-            if isinstance(module, nn.modules.batchnorm._NormBase)
-            for name, buffer in module._buffers.items()
-            if buffer is not None
-        ]
-
-    @torch.no_grad()
-    def reattach(self) -> int:
-        """Copies a replaced buffer's values into the pinned tensor, which
-        becomes the layer's buffer again; returns how many were replaced."""
-        replaced = 0
-        for module, name, pinned in self.slots:
-            current = module._buffers[name]
-            if current is not pinned:
-                pinned.copy_(current)
-                module._buffers[name] = pinned
-                replaced += 1
-        return replaced
-
-    def snapshot(self) -> List[torch.Tensor]:
-        """Copies of the pinned buffers' values."""
-        return [pinned.clone() for _, _, pinned in self.slots]
-
-    @torch.no_grad()
-    def restore(self, copies: List[torch.Tensor]) -> None:
-        """Puts back the values :meth:`snapshot` copied (in place)."""
-        for (_, _, pinned), copy in zip(self.slots, copies):
-            pinned.copy_(copy)
+def _restore_bn_state(model: nn.Module, saved) -> None:
+    """Puts back the BN buffers :func:`_bn_state` copied (in place)."""
+    with torch.no_grad():
+        for buffer, copy in saved:
+            buffer.copy_(copy)

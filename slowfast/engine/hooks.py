@@ -23,7 +23,6 @@ import logging
 from typing import Callable, Optional
 
 import torch
-from fvcore.nn.precise_bn import update_bn_stats
 from torch import nn
 
 from slowfast.checkpoint import io as cu
@@ -33,6 +32,7 @@ from slowfast.engine.evaluator import Evaluator
 from slowfast.engine.loop import HookBase, LoopState
 from slowfast.engine.meters import TrainMeter, data_wait_text
 from slowfast.engine.optimizer import set_lr
+from slowfast.engine.precise_bn import update_bn_stats_in_place
 from slowfast.engine.resume import Checkpointer
 from slowfast.engine.run_state import RunStateRecorder
 from slowfast.utils import distributed as du
@@ -261,7 +261,7 @@ class PreciseBNHook(HookBase):
                     yield [x.to(device) for x in batch]
 
             num = min(self.num_batches, len(self.loader))
-            update_bn_stats(self.model, inputs(), num)
+            update_bn_stats_in_place(self.model, inputs(), num)
 
 
 class BufferSyncHook(HookBase):
