@@ -123,15 +123,33 @@ class _StaleInputStep(TrainStep):
         return super().__call__(first)
 
 
+class _FrozenDropoutStep(TrainStep):
+    """A step that draws each shape's first dropout masks again (a graph
+    replaying frozen random numbers)."""
+
+    def __call__(self, batch):
+        if not hasattr(self, "rng"):
+            self.rng = {}
+        torch.set_rng_state(
+            self.rng.setdefault(batch[0][0].shape, torch.get_rng_state())
+        )
+        return super().__call__(batch)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "step_class, failing",
-    [(TrainStep, set()), (_FrozenBNStep, {"bn"}), (_StaleInputStep, {"loss"})],
+    [
+        (TrainStep, set()),
+        (_FrozenBNStep, {"bn"}),
+        (_StaleInputStep, {"loss"}),
+        (_FrozenDropoutStep, {"loss"}),
+    ],
 )
 def test_check_tool_compares_steps_kind_by_kind(step_class, failing):
     tool = load_tool("check_cuda_graphs.py")
     config = os.path.join(REPO_ROOT, "configs/Demo/Kinetics_I3D_tiny_multigrid.yaml")
-    opts = ["TRAIN.BATCH_SIZE", "2", "MODEL.DROPOUT_RATE", "0.0", "NUM_GPUS", "0"]
+    opts = ["TRAIN.BATCH_SIZE", "2", "MODEL.DROPOUT_RATE", "0.5", "NUM_GPUS", "0"]
     cfg = load_config([config], opts)
     results = tool.check(cfg, rounds=2, graphed_class=step_class)
     assert [r.shape.kind for r in results][:2] == ["long 1/4", "long 2/4"]

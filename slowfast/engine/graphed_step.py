@@ -17,9 +17,12 @@ What a replay needs, and this class keeps:
   kernels of ``models/split_bn.py`` have none), and only the capturing
   thread restricted while it captures (the loader's pin-memory thread keeps
   working);
-* BN running statistics as eager training leaves them: capture runs the
-  step twice on a side stream first (CUDA's warm-up), and the statistics
-  those two passes updated are restored afterwards;
+* BN running statistics and the GPU's random numbers as eager training
+  leaves them: capture runs the step twice on a side stream first (CUDA's
+  warm-up), and the statistics those two passes updated and the random
+  numbers they drew (dropout) are restored afterwards; a replay then draws
+  what the eager step would have drawn from the same generator state (the
+  graph advances the generator by what it captured);
 * each graph's loss and predictions read (``reduce``) before another graph
   replays: the graphs share one memory pool and are replayed in another
   order than captured, so a later graph may reuse an earlier one's scratch
@@ -122,6 +125,7 @@ class GraphedTrainStep(TrainStep):
         static_inputs = [x.clone() for x in inputs]
         static_labels = labels.clone()
         saved = _bn_state(self.model)
+        rng = torch.cuda.get_rng_state(self.device)
         self._zero_grads()
         self.side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.side):
@@ -136,6 +140,7 @@ class GraphedTrainStep(TrainStep):
         with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
             loss, preds = self._forward_backward(static_inputs, static_labels)
         _restore_bn_state(self.model, saved)
+        torch.cuda.set_rng_state(rng, self.device)
         return _Graph(graph, static_inputs, static_labels, loss, preds)
 
 
