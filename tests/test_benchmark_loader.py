@@ -34,15 +34,23 @@ def test_multigrid_shapes_follow_the_long_and_short_cycle():
     ]
 
 
-def test_run_shapes_are_every_batch_a_multigrid_run_trains():
+@pytest.mark.parametrize(
+    "layout, procs",
+    [
+        ([], 1),
+        (["NUM_GPUS", "2"], 2),  # 16 clips a machine, 8 a process
+        (["NUM_GPUS", "4", "NUM_SHARDS", "2", "TRAIN.BATCH_SIZE", "32"], 8),
+    ],
+)
+def test_run_shapes_are_every_batch_a_multigrid_run_trains(layout, procs):
     from slowfast.engine.benchmark import run_shapes
     from slowfast.multigrid import MultigridSchedule
 
     config = os.path.join(
         REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.yaml"
     )
-    cfg = load_config([config])
-    schedule = MultigridSchedule.from_cfg(cfg, num_procs=1)
+    cfg = load_config([config], layout)
+    schedule = MultigridSchedule.from_cfg(cfg, num_procs=procs)
     trained = {
         (s.num_frames, s.crop_size, s.per_proc_batch, s.bn_splits)
         for s in (
@@ -52,12 +60,18 @@ def test_run_shapes_are_every_batch_a_multigrid_run_trains():
         )
     }
     shapes = run_shapes(cfg)
-    assert [(s.frames, s.crop, s.batch, s.bn_splits) for s in shapes[6:]] == [
-        (2, 32, 256, 16),  # the 8x long-cycle shape at the short cycle's crop
-        (4, 32, 128, 8),
-        (4, 32, 128, 4),  # the same clips as above, other BN splits
-        (4, 45, 64, 4),
-    ]
+    if procs == 1:
+        assert [(s.frames, s.crop, s.batch, s.bn_splits) for s in shapes[6:]] == [
+            (2, 32, 256, 16),  # the 8x long-cycle shape at the short cycle's crop
+            (4, 32, 128, 8),
+            (4, 32, 128, 4),  # the same clips as above, other BN splits
+            (4, 45, 64, 4),
+        ]
+    else:  # a process's share: 8 clips at the base shape, 64 at the 8x shape
+        assert [(s.frames, s.crop, s.batch) for s in (shapes[0], shapes[3])] == [
+            (2, 45, 64),
+            (8, 64, 8),
+        ]
     assert {(s.frames, s.crop, s.batch, s.bn_splits) for s in shapes} == trained
     assert len(shapes) == len(trained)
 

@@ -3,8 +3,10 @@ r"""Benchmarks the training data loader at every multigrid mini-batch shape.
 
 Shapes: the long-cycle base shapes (MULTIGRID.LONG_CYCLE_FACTORS times the
 config's NUM_FRAMES / TRAIN_CROP_SIZE) and the two short-cycle crops at the
-config's shape, with the multigrid batch
-``TRAIN.BATCH_SIZE * round(T S^2 / (t s^2))``; with ``--all-shapes`` also
+config's shape, with one training process's multigrid batch (the
+global batch ``TRAIN.BATCH_SIZE x NUM_SHARDS`` times ``round(T S^2 / (t
+s^2))``, divided among the run's processes, NUM_GPUS or NUM_CPU_PROCS per
+machine) and BN splits; with ``--all-shapes`` also
 the short cycle's crops at the other long-cycle shapes (every batch a
 multigrid run trains). For each
 decoded-frame-cache setting and worker count the project's own loader

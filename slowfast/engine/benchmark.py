@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from fvcore.common.config import CfgNode
 
+from slowfast.config.derived import global_batch_size
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.losses import get_loss_func
 from slowfast.engine.memory_format import choose_channels_last
@@ -33,7 +34,7 @@ from slowfast.multigrid.shapes import (
     long_cycle_shapes,
     short_cycle_crops,
 )
-from slowfast.utils.distributed import get_device
+from slowfast.utils.distributed import get_device, procs_per_machine
 
 # Memory formats for ``model_rows``: "default" is what a run picks
 # (``engine.memory_format.choose_channels_last``).
@@ -53,34 +54,50 @@ class Shape:
     bn_splits: int = 1
 
 
+def num_processes(cfg: CfgNode) -> int:
+    """Training processes of a run of ``cfg``: per machine (NUM_GPUS, or
+    NUM_CPU_PROCS on CPU) x NUM_SHARDS machines."""
+    return procs_per_machine(cfg) * cfg.NUM_SHARDS
+
+
+def process_batch(cfg: CfgNode, factor: int) -> int:
+    """Clips one training process takes at a batch factor: the global batch
+    (TRAIN.BATCH_SIZE x NUM_SHARDS) x ``factor``, divided among the
+    processes as the multigrid schedule divides it."""
+    return global_batch_size(cfg) * factor // num_processes(cfg)
+
+
 def multigrid_shapes(cfg: CfgNode) -> List[Shape]:
     """The long-cycle shapes (config order), then the short-cycle crops at the
     base shape; batches follow eq. 1 of the multigrid paper, rounded to an
-    integer factor of TRAIN.BATCH_SIZE as the multigrid schedule does. BN
-    splits are those of one training process (set per long-cycle shape)."""
+    integer factor of the base batch as the multigrid schedule does. Batches
+    and BN splits are those of one training process (:func:`process_batch`;
+    splits set per long-cycle shape); where a process's batch is smaller than
+    MULTIGRID.BN_BASE_SIZE a run syncs BN over processes, which one process
+    cannot show (1 split here)."""
     base_t, base_s = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
-    batch = cfg.TRAIN.BATCH_SIZE
     mg = cfg.MULTIGRID
 
     def splits(long_batch: int) -> int:
-        return bn_layout(long_batch, 1, mg.BN_BASE_SIZE)[0]
+        return bn_layout(long_batch, num_processes(cfg), mg.BN_BASE_SIZE)[0]
 
     long = long_cycle_shapes(base_t, base_s, mg.LONG_CYCLE_FACTORS)
     shapes = []
     for i, (t, s) in enumerate(long):
-        size = batch * batch_factor(t, s, base_t, base_s)
+        size = process_batch(cfg, batch_factor(t, s, base_t, base_s))
         shapes.append(Shape(f"long {i + 1}/{len(long)}", t, s, size, splits(size)))
     crops = short_cycle_crops(mg.SHORT_CYCLE_FACTORS, "absolute", base_s, base_s)
+    base_splits = splits(process_batch(cfg, 1))
     for i, s in enumerate(crops):
-        size = batch * batch_factor(base_t, s, base_t, base_s)
-        shapes.append(Shape(f"short {i + 1}", base_t, s, size, splits(batch)))
+        size = process_batch(cfg, batch_factor(base_t, s, base_t, base_s))
+        shapes.append(Shape(f"short {i + 1}", base_t, s, size, base_splits))
     return shapes
 
 
 def run_shapes(cfg: CfgNode) -> List[Shape]:
-    """Every (clips, frames, crop, BN splits) a long + short cycle run of one
-    training process trains (NUM_GPUS 1; as :func:`multigrid_shapes`, the
-    config's TRAIN.BATCH_SIZE is that process's).
+    """Every (clips, frames, crop, BN splits) a long + short cycle run trains
+    in one of its processes (batches and splits as in
+    :func:`multigrid_shapes`).
 
     :func:`multigrid_shapes` first, then the short-cycle crops at the other
     long-cycle shapes ("long k/n short j"), each new (frames, crop, batch,
@@ -97,9 +114,7 @@ def run_shapes(cfg: CfgNode) -> List[Shape]:
             mg.SHORT_CYCLE_FACTORS, mg.SHORT_CYCLE_CROP_MODE, base_s, long.crop
         )
         for j, crop in enumerate(crops):
-            size = cfg.TRAIN.BATCH_SIZE * batch_factor(
-                long.frames, crop, base_t, base_s
-            )
+            size = process_batch(cfg, batch_factor(long.frames, crop, base_t, base_s))
             key = (long.frames, crop, size, long.bn_splits)
             if key not in seen:
                 seen.add(key)
