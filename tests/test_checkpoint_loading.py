@@ -9,6 +9,7 @@ from torch import nn
 from slowfast.checkpoint import io as cu
 from slowfast.checkpoint.inflate import inflate_weight
 from slowfast.config import load_config
+from slowfast.models import build_model
 from tests.checkpoint_utils import (
     Stem,
     TinyNet,
@@ -161,14 +162,14 @@ def test_inflation_from_2d_checkpoint(tmp_path, cfg, source_kind):
 
 
 # --------------------------------------------------------------------------- #
-# Real models. TEMPORARY guard until slowfast.models lands (lead removes it).
+# Real models.
 # --------------------------------------------------------------------------- #
-def _tiny_cfg(arch: str):
+def _tiny_cfg(arch: str, num_classes: int = 3):
     opts = [
         "NUM_GPUS", "0",
         "MODEL.ARCH", arch,
         "MODEL.MODEL_NAME", "SlowFast" if arch == "slowfast" else "ResNet",
-        "MODEL.NUM_CLASSES", "3",
+        "MODEL.NUM_CLASSES", str(num_classes),
         "RESNET.DEPTH", "50",
         "RESNET.WIDTH_PER_GROUP", "4",
         "SLOWFAST.BETA_INV", "4",
@@ -181,16 +182,15 @@ def _tiny_cfg(arch: str):
 
 
 def test_real_model_round_trip_and_architecture_mismatch(tmp_path):
-    models = pytest.importorskip("slowfast.models")
     c2d_cfg, i3d_cfg = _tiny_cfg("c2d"), _tiny_cfg("i3d")
-    c2d = models.build_model(c2d_cfg)
+    c2d = build_model(c2d_cfg)
     path = cu.save_checkpoint(str(tmp_path), c2d, make_optimizer(c2d), 0, c2d_cfg)
 
-    same = models.build_model(c2d_cfg)
+    same = build_model(c2d_cfg)
     cu.load_checkpoint(path, same, optimizer=make_optimizer(same))
     assert_same_state(c2d.state_dict(), same.state_dict())
 
-    i3d = models.build_model(i3d_cfg)
+    i3d = build_model(i3d_cfg)
     with pytest.raises(cu.CheckpointError) as err:
         cu.load_checkpoint(path, i3d)
     assert "s1.pathway0_stem.conv.weight: checkpoint (" in str(err.value)
@@ -201,4 +201,40 @@ def test_real_model_round_trip_and_architecture_mismatch(tmp_path):
 
     slowfast_cfg = _tiny_cfg("slowfast")
     with pytest.raises(cu.CheckpointError, match="missing keys: .*pathway1"):
-        cu.load_checkpoint(path, models.build_model(slowfast_cfg))
+        cu.load_checkpoint(path, build_model(slowfast_cfg))
+
+
+@pytest.mark.parametrize("arch", ["c2d", "i3d"])  # i3d: inflated from the C2D
+def test_fine_tuning_starts_another_datasets_classifier_afresh(tmp_path, arch, caplog):
+    source_cfg = _tiny_cfg("c2d", num_classes=3)
+    source = build_model(source_cfg)
+    path = cu.save_checkpoint(str(tmp_path), source, None, 0, source_cfg)
+    torch.manual_seed(1)
+    model = build_model(_tiny_cfg(arch, num_classes=5))
+    init = {k: v.clone() for k, v in model.state_dict().items()}
+    inflate = arch == "i3d"
+    with pytest.raises(cu.CheckpointError) as err:  # resuming: strict
+        cu.load_checkpoint(path, model, inflation=inflate)
+    assert "head.projection.weight: checkpoint (3, " in str(err.value)
+    assert "set TRAIN.CHECKPOINT_EPOCH_RESET True" in str(err.value)
+
+    with caplog.at_level("WARNING"):
+        info = cu.load_checkpoint(path, model, inflation=inflate, epoch_reset=True)
+    assert info["epoch"] == -1
+    loaded, trained = model.state_dict(), source.state_dict()
+    for key in ("head.projection.weight", "head.projection.bias"):
+        assert torch.equal(loaded[key], init[key])  # as initialised
+        assert f"classifier left as initialised ({key}: checkpoint (3" in caplog.text
+    stem = "s1.pathway0_stem.conv.weight"
+    torch.testing.assert_close(loaded[stem].sum(2, keepdim=True), trained[stem])
+    bn = "s2.pathway0_res0.branch2.a_bn.running_var"
+    assert torch.equal(loaded[bn], trained[bn])
+
+
+def test_fine_tuning_still_refuses_a_backbone_that_does_not_fit(tmp_path):
+    source_cfg = _tiny_cfg("c2d")
+    path = cu.save_checkpoint(
+        str(tmp_path), build_model(source_cfg), None, 0, source_cfg
+    )
+    with pytest.raises(cu.CheckpointError, match="s1.pathway0_stem.conv.weight"):
+        cu.load_checkpoint(path, build_model(_tiny_cfg("i3d", 5)), epoch_reset=True)

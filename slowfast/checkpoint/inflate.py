@@ -20,6 +20,9 @@ logger = logging.getLogger(__name__)
 # How many offending keys a mismatch description lists per kind.
 MAX_LISTED = 5
 _DDP_PREFIX = "module."
+# The classifier's keys (the reference's head layout): the one part of a model
+# trained on another dataset that cannot fit, and that fine-tuning replaces.
+CLASSIFIER_KEYS = ("head.projection.weight", "head.projection.bias")
 
 
 def normalize_keys(
@@ -177,4 +180,34 @@ def describe_mismatch(
         is_inflatable(state[k], model_state[k]) for k in mismatched
     ):
         text += " (a 2D checkpoint? set TRAIN.CHECKPOINT_INFLATE True to inflate it)"
+    elif not (missing or unexpected) and set(mismatched) <= set(CLASSIFIER_KEYS):
+        text += (
+            " (a classifier for another number of classes: to fine-tune, set "
+            "TRAIN.CHECKPOINT_EPOCH_RESET True, which initialises it afresh)"
+        )
     return text
+
+
+def keep_model_classifier(
+    state: Dict[str, Any], model_state: Mapping[str, Any]
+) -> List[str]:
+    """Puts the model's own classifier into ``state`` where the checkpoint's
+    has another shape (another dataset's classes), as fine-tuning wants.
+
+    Args:
+        state: the checkpoint state dict, changed in place.
+        model_state: the model's state dict.
+
+    Returns:
+        list: ``key: checkpoint (..) vs model (..)`` for each key replaced.
+    """
+    kept = []
+    for key in CLASSIFIER_KEYS:
+        if key in state and key in model_state:
+            if _shape(state[key]) != _shape(model_state[key]):
+                kept.append(
+                    f"{key}: checkpoint {_shape(state[key])} vs model "
+                    f"{_shape(model_state[key])}"
+                )
+                state[key] = model_state[key]
+    return kept

@@ -18,7 +18,8 @@ with an ``iteration_in_epoch`` entry ``i``: epoch ``e + 1`` had done ``i`` itera
 would redo that epoch). Saves are atomic (temporary file, fsync, rename), so an
 interrupted save never leaves a truncated checkpoint behind. Loading is
 strict: any missing key, unexpected key or shape mismatch fails with one
-``CheckpointError`` line naming the file and the first offending keys.
+``CheckpointError`` line naming the file and the first offending keys; only
+fine-tuning (``epoch_reset``) skips a classifier made for other classes.
 
 Files are read with ``torch.load(weights_only=True)``: extras must be made of
 tensors, numbers, strings, and lists, tuples or dicts of those.
@@ -54,6 +55,7 @@ from slowfast.checkpoint.inflate import (
     MAX_LISTED,
     describe_mismatch,
     inflate_state_dict,
+    keep_model_classifier,
     normalize_keys,
 )
 from slowfast.checkpoint.save import (  # noqa: F401 (re-exported)
@@ -259,7 +261,9 @@ def load_checkpoint(
             do not fit, such as another dataset's classifier, are skipped with
             a warning) and training starts at epoch 0.
         epoch_reset: load the weights only and report epoch -1, so training
-            starts at epoch 0 (TRAIN.CHECKPOINT_EPOCH_RESET).
+            starts at epoch 0 (TRAIN.CHECKPOINT_EPOCH_RESET); a classifier of
+            another shape (another dataset's classes) keeps the model's
+            initialisation, with a warning. Everything else loads strictly.
         clear_name_pattern: substrings removed from checkpoint keys
             (TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN); leading ``module.`` prefixes
             are always removed.
@@ -292,6 +296,9 @@ def load_checkpoint(
     model_state = target.state_dict()
     if inflation:
         state, _ = inflate_state_dict(state, model_state)
+    if epoch_reset:  # fine-tuning: another dataset's classifier starts afresh
+        for kept in keep_model_classifier(state, model_state):
+            logger.warning("%s: classifier left as initialised (%s)", path, kept)
     mismatch = describe_mismatch(state, model_state, inflation)
     if mismatch:
         raise CheckpointError(
