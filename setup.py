@@ -10,7 +10,7 @@ setup(
     packages=find_packages(exclude=("tests", "tests.*", "tools", "configs")),
     # torch is a range so that an installed build (CPU or CUDA) is kept as is.
     install_requires=[
-        "torch>=2.1",
+        "torch>=2.3",  # torch.amp.GradScaler("cuda")
         "numpy",
         "fvcore>=0.1.5",
         "iopath>=0.1.9",
