@@ -45,6 +45,7 @@ def test_wrong_type_names_key(tmp_path):
         ("SHARD_ID", "3", "must be < NUM_SHARDS"),
         ("TRAIN.EVAL_PERIOD", "-1", "must be >= 0 (0: never)"),
         ("TRAIN.CHECKPOINT_PERIOD", "0", "must be positive"),
+        ("MODEL.LOSS_FUNC", "bce", "use bce_logit"),  # training on logits
     ],
 )
 def test_bad_value_names_key(key, value, why):
@@ -53,6 +54,11 @@ def test_bad_value_names_key(key, value, why):
     message = str(err.value)
     assert message.startswith(f"{key} = ") and why in message
     assert "\n" not in message
+
+
+def test_bce_on_probabilities_is_allowed_for_testing_only():
+    cfg = load_config([], ["MODEL.LOSS_FUNC", "bce", "TRAIN.ENABLE", "False"])
+    assert cfg.MODEL.LOSS_FUNC == "bce"
 
 
 def test_overrides_trailing_and_opts():

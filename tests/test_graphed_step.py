@@ -160,6 +160,18 @@ def test_check_tool_compares_steps_kind_by_kind(step_class, failing):
         assert all(v == 0.0 for r in results for v in r.diffs.values())
 
 
+@pytest.mark.parametrize("batch, added", [("16", True), ("2", False)])
+def test_check_tool_adds_native_bn_where_every_shape_splits(batch, added):
+    tool = load_tool("check_cuda_graphs.py")
+    config = os.path.join(REPO_ROOT, "configs/Demo/Kinetics_I3D_tiny_multigrid.yaml")
+    shapes = tool.check_shapes(load_config([config], ["TRAIN.BATCH_SIZE", batch]))
+    last = shapes[-1]
+    assert (last.kind == "base, 1 BN split") == added
+    assert any(s.bn_splits == 1 for s in shapes)  # a baseline run's batch norm
+    if added:
+        assert (last.frames, last.crop, last.batch, last.bn_splits) == (8, 64, 16, 1)
+
+
 def test_check_tool_sees_one_wrong_tensor_and_keeps_nan():
     tool = load_tool("check_cuda_graphs.py")
     good = [torch.ones(50) for _ in range(300)]

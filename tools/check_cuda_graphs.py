@@ -7,10 +7,12 @@ synthetic batches: one with the eager step (``slowfast/engine/step.py``), one
 with the graphed step (``slowfast/engine/graphed_step.py``, one CUDA graph per
 batch shape). Every round visits every batch shape a multigrid run trains
 (each long-cycle shape with its short-cycle crops and BN splits:
-``engine.benchmark.run_shapes``), in another order each round, so that graphs
-are replayed in another order than captured. Before each step the graphed copy
-is given the eager copy's state (weights, BN buffers, optimizer and GradScaler
-state, copied in place); after it the tool compares the loss, the gradients,
+``engine.benchmark.run_shapes``; and the base shape with one BN split, the
+native batch norm of a baseline run, when no shape has one), in another order
+each round, so that graphs are replayed in another order than captured.
+Before each step the graphed copy is given the eager copy's state (weights,
+BN buffers, optimizer and GradScaler state, copied in place); after it the
+tool compares the loss, the gradients,
 what the step changed in the BN running statistics and in the weights, and the
 GradScaler's scale. After the first round both copies recompute their BN
 statistics as an evaluation with BN.USE_PRECISE_STATS does
@@ -48,7 +50,12 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 from fvcore.common.config import CfgNode
 
-from slowfast.engine.benchmark import Shape, run_shapes, synthetic_batch
+from slowfast.engine.benchmark import (
+    Shape,
+    base_shape_index,
+    run_shapes,
+    synthetic_batch,
+)
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.graphed_step import GraphedTrainStep
 from slowfast.engine.losses import get_loss_func
@@ -62,8 +69,9 @@ from slowfast.models import build_model
 from slowfast.models.norm import set_bn_splits
 from slowfast.utils.distributed import RunContext, get_device
 
-# Relative L2 differences allowed, by the autocast of the run.
-TOLERANCE = {"fp32": 1e-4, "mixed": 2e-2}
+# Relative L2 differences allowed, by the autocast of the run (fp32: GPU
+# convolutions run in TF32 by default, and atomics differ in the last bits).
+TOLERANCE = {"fp32": 1e-3, "mixed": 2e-2}
 KINDS = ("loss", "grads", "bn", "weights", "scale")
 
 
@@ -249,6 +257,16 @@ def pinning_thread(device: torch.device):
         thread.join()
 
 
+def check_shapes(cfg: CfgNode) -> List[Shape]:
+    """``run_shapes``, and the base shape with one BN split (native batch norm,
+    as a baseline run has it) when no shape has one."""
+    shapes = run_shapes(cfg)
+    if all(s.bn_splits > 1 for s in shapes):
+        base = shapes[base_shape_index(cfg, shapes)]
+        shapes.append(Shape("base, 1 BN split", base.frames, base.crop, base.batch))
+    return shapes
+
+
 def check(
     cfg: CfgNode, rounds: int, graphed_class: Callable = GraphedTrainStep
 ) -> List[ShapeResult]:
@@ -264,8 +282,7 @@ def check(
     """
     torch.manual_seed(cfg.RNG_SEED)
     eager, graphed = build_steps(cfg, graphed_class)
-    shapes = run_shapes(cfg)
-    results = [ShapeResult(shape) for shape in shapes]
+    results = [ShapeResult(shape) for shape in check_shapes(cfg)]
     with pinning_thread(eager.device):
         _run_rounds(cfg, rounds, (eager, graphed), results)
     return results

@@ -119,6 +119,14 @@ def validate_cfg(cfg: CfgNode) -> None:
         graphs,
         "needs a GPU (NUM_GPUS > 0); set it False on CPU",
     )
+    loss = cfg.MODEL.LOSS_FUNC
+    _check(
+        not (cfg.TRAIN.ENABLE and loss == "bce"),
+        "MODEL.LOSS_FUNC",
+        loss,
+        "takes probabilities, but the model gives logits in training (MODEL.HEAD_ACT "
+        "applies at test only); use bce_logit, the same loss on logits",
+    )
     timeout = cfg.DIST_TIMEOUT_MINUTES
     _check(timeout > 0, "DIST_TIMEOUT_MINUTES", timeout, "must be positive")
     try:

@@ -126,21 +126,29 @@ class GraphedTrainStep(TrainStep):
         static_labels = labels.clone()
         saved = _bn_state(self.model)
         rng = torch.cuda.get_rng_state(self.device)
-        self._zero_grads()
-        self.side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.side):
-            for _ in range(WARMUP_PASSES):
-                self._forward_backward(static_inputs, static_labels)
-        torch.cuda.current_stream().wait_stream(self.side)
         graph = torch.cuda.CUDAGraph()
-        self._zero_grads()
-        # "thread_local": the loader's pin-memory thread goes on pinning batches
-        # (CUDA calls) during the capture; in the default "global" mode any such
-        # call from another thread breaks the capture and the thread with it.
-        with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
-            loss, preds = self._forward_backward(static_inputs, static_labels)
-        _restore_bn_state(self.model, saved)
-        torch.cuda.set_rng_state(rng, self.device)
+        try:
+            self._zero_grads()
+            self.side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.side):
+                for _ in range(WARMUP_PASSES):
+                    self._forward_backward(static_inputs, static_labels)
+            torch.cuda.current_stream().wait_stream(self.side)
+            self._zero_grads()
+            # "thread_local": the loader's pin-memory thread goes on pinning
+            # batches (CUDA calls) during the capture; in the default "global"
+            # mode any such call from another thread breaks the capture and the
+            # thread with it. The warm-up's stream: one set of workspaces.
+            with torch.cuda.graph(
+                graph,
+                pool=self.pool,
+                stream=self.side,
+                capture_error_mode="thread_local",
+            ):
+                loss, preds = self._forward_backward(static_inputs, static_labels)
+        finally:  # also when a capture fails: the run's state as before it
+            _restore_bn_state(self.model, saved)
+            torch.cuda.set_rng_state(rng, self.device)
         return _Graph(graph, static_inputs, static_labels, loss, preds)
 
 
