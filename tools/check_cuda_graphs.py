@@ -6,27 +6,19 @@ precision as a multigrid run has them) train side by side on the same
 synthetic batches: one with the eager step (``slowfast/engine/step.py``), one
 with the graphed step (``slowfast/engine/graphed_step.py``, one CUDA graph per
 batch shape). Every round visits every batch shape a multigrid run trains
-(each long-cycle shape with its short-cycle crops and BN splits:
-``engine.benchmark.run_shapes``; and the base shape with one BN split, the
-native batch norm of a baseline run, when no shape has one), in another order
-each round, so that graphs are replayed in another order than captured.
-Before each step the graphed copy is given the eager copy's state (weights,
-BN buffers, optimizer and GradScaler state, copied in place); after it the
-tool compares the loss, the gradients,
-what the step changed in the BN running statistics and in the weights, and the
-GradScaler's scale. After the first round both copies recompute their BN
-statistics as an evaluation with BN.USE_PRECISE_STATS does
-(``engine/precise_bn.py``), and the GradScaler's scale (fp16) is halved, as
-an overflow halves it.
-On a GPU a thread pins host memory throughout, as the training loader's
-pin-memory thread does while the trainer captures.
-
-Both steps start from the same random-number state, so dropout (the config's
-MODEL.DROPOUT_RATE) draws the same masks in both unless a graph replays
-frozen or shifted random numbers. A difference is the largest relative L2
-difference of one tensor (``relative_difference``); the check fails above the
-tolerance of the run's precision (atomics make kernels differ in the last
-bits).
+(``engine.benchmark.run_shapes``, and the base shape with one BN split when no
+shape has one: a baseline's native batch norm), in another order each round,
+so that graphs replay in another order than captured. Before each step the
+graphed copy gets the eager copy's state (weights, BN buffers, optimizer and
+GradScaler state, copied in place) and both the same random-number state
+(dropout); after it the tool compares the loss, the gradients, what the step
+changed in the BN running statistics and in the weights, and the GradScaler's
+scale. After the first round both copies recompute their BN statistics as
+BN.USE_PRECISE_STATS does (``engine/precise_bn.py``), and the scale (fp16) is
+halved, as an overflow halves it. A thread pins host memory throughout, as the
+loader's pin-memory thread does while the trainer captures. A difference is
+the largest relative L2 difference of one tensor (``relative_difference``);
+the check fails above the tolerance of the run's precision.
 
 Exit status: 0 when every step agrees, 1 when one differs (a step that fails
 outright stops the tool with its traceback), 2 without a GPU or with a bad
