@@ -76,6 +76,19 @@ def test_run_shapes_are_every_batch_a_multigrid_run_trains(layout, procs):
     assert len(shapes) == len(trained)
 
 
+def test_a_batch_the_processes_cannot_share_is_one_line_before_any_timing():
+    command = [sys.executable, TOOL, "--model-only", "--cfg", CFG]
+    command += ["NUM_GPUS", "0", "NUM_CPU_PROCS", "3"]  # 16 clips a machine
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=120
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "error: TRAIN.BATCH_SIZE = 16 is not divisible by the 3 processes per "
+        "machine; use a multiple of 3\n"
+    )
+
+
 @pytest.fixture(scope="module")
 def tiny_kinetics(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("bench_data"))

@@ -39,6 +39,7 @@ from dataclasses import asdict
 from typing import Dict, List, Optional
 
 import torch
+from fvcore.common.config import CfgNode
 
 from slowfast.datasets import SamplingGrid, construct_loader
 from slowfast.datasets.capacity import (
@@ -287,13 +288,17 @@ def print_capacity(args, cfg, shapes, results) -> list:
     return rows
 
 
-def run(args: argparse.Namespace) -> Dict[str, list]:
+def plan(args: argparse.Namespace) -> tuple:
+    """The config and the shapes to time (ValueError: one line, a bad config)."""
+    base = load_run_config([args.cfg], args.opts)
+    return base, run_shapes(base) if args.all_shapes else multigrid_shapes(base)
+
+
+def run(args: argparse.Namespace, base: CfgNode, shapes: list) -> Dict[str, list]:
     """Runs every measurement and prints the tables; returns the raw results."""
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
-    base = load_run_config([args.cfg], args.opts)
-    shapes = run_shapes(base) if args.all_shapes else multigrid_shapes(base)
     clips = distinct_clips(shapes)  # what the loader rows need
     results: Dict[str, list] = {"shapes": [asdict(s) for s in shapes]}
     if args.model:
@@ -355,7 +360,12 @@ def run(args: argparse.Namespace) -> Dict[str, list]:
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point."""
     args = parse_args(argv)
-    results = run(args)
+    try:
+        base, shapes = plan(args)
+    except ValueError as err:  # ConfigError, or a batch the processes cannot share
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    results = run(args, base, shapes)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"args": vars(args), **results}, handle, indent=1)

@@ -201,6 +201,7 @@ def _rng_state(device: torch.device) -> torch.Tensor:
 
 
 def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
+    """Sets what :func:`_rng_state` returned."""
     if device.type == "cuda":
         torch.cuda.set_rng_state(state, device)
     else:

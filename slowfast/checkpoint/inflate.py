@@ -181,9 +181,11 @@ def describe_mismatch(
     ):
         text += " (a 2D checkpoint? set TRAIN.CHECKPOINT_INFLATE True to inflate it)"
     elif not (missing or unexpected) and set(mismatched) <= set(CLASSIFIER_KEYS):
+        classes = _shape(state[mismatched[0]])[0]
         text += (
-            " (a classifier for another number of classes: to fine-tune, set "
-            "TRAIN.CHECKPOINT_EPOCH_RESET True, which initialises it afresh)"
+            f" (a classifier for {classes} classes: set MODEL.NUM_CLASSES {classes}, "
+            "or to fine-tune from it TRAIN.CHECKPOINT_EPOCH_RESET True, which "
+            "initialises the classifier afresh)"
         )
     return text
 
@@ -191,8 +193,10 @@ def describe_mismatch(
 def keep_model_classifier(
     state: Dict[str, Any], model_state: Mapping[str, Any]
 ) -> List[str]:
-    """Puts the model's own classifier into ``state`` where the checkpoint's
-    has another shape (another dataset's classes), as fine-tuning wants.
+    """Keeps the model's own classifier where the checkpoint's does not fit.
+
+    Where the checkpoint's classifier has another shape (another dataset's
+    classes), the model's tensors go into ``state``, as fine-tuning wants.
 
     Args:
         state: the checkpoint state dict, changed in place.

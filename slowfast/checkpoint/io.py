@@ -296,14 +296,15 @@ def load_checkpoint(
     model_state = target.state_dict()
     if inflation:
         state, _ = inflate_state_dict(state, model_state)
-    if epoch_reset:  # fine-tuning: another dataset's classifier starts afresh
-        for kept in keep_model_classifier(state, model_state):
-            logger.warning("%s: classifier left as initialised (%s)", path, kept)
+    # Fine-tuning: another dataset's classifier starts afresh.
+    kept = keep_model_classifier(state, model_state) if epoch_reset else []
     mismatch = describe_mismatch(state, model_state, inflation)
     if mismatch:
         raise CheckpointError(
             f"{path}: checkpoint does not match the model; {mismatch}"
         )
+    for key in kept:
+        logger.warning("%s: classifier left as initialised (%s)", path, key)
     try:
         target.load_state_dict(state, strict=True)
     except RuntimeError as err:

@@ -125,7 +125,7 @@ def validate_cfg(cfg: CfgNode) -> None:
         "MODEL.LOSS_FUNC",
         loss,
         "takes probabilities, but the model gives logits in training (MODEL.HEAD_ACT "
-        "applies at test only); use bce_logit, the same loss on logits",
+        "applies in evaluation only); use bce_logit, the same loss on logits",
     )
     timeout = cfg.DIST_TIMEOUT_MINUTES
     _check(timeout > 0, "DIST_TIMEOUT_MINUTES", timeout, "must be positive")

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from fvcore.common.config import CfgNode
 
-from slowfast.config.derived import global_batch_size
+from slowfast.config.derived import per_process_batch
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.losses import get_loss_func
 from slowfast.engine.memory_format import choose_channels_last
@@ -61,10 +61,17 @@ def num_processes(cfg: CfgNode) -> int:
 
 
 def process_batch(cfg: CfgNode, factor: int) -> int:
-    """Clips one training process takes at a batch factor: the global batch
-    (TRAIN.BATCH_SIZE x NUM_SHARDS) x ``factor``, divided among the
-    processes as the multigrid schedule divides it."""
-    return global_batch_size(cfg) * factor // num_processes(cfg)
+    """Clips one training process takes at a batch factor: its share of the
+    base batch (TRAIN.BATCH_SIZE over the processes of a machine) x ``factor``,
+    as the multigrid schedule divides it.
+
+    Raises:
+        ValueError: the batch does not divide among the processes (one line).
+    """
+    share = per_process_batch(
+        cfg.TRAIN.BATCH_SIZE, procs_per_machine(cfg), where=" per machine"
+    )
+    return share * factor
 
 
 def multigrid_shapes(cfg: CfgNode) -> List[Shape]:

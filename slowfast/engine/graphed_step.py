@@ -147,6 +147,7 @@ class GraphedTrainStep(TrainStep):
             ):
                 loss, preds = self._forward_backward(static_inputs, static_labels)
         finally:  # also when a capture fails: the run's state as before it
+            torch.cuda.current_stream().wait_stream(self.side)
             _restore_bn_state(self.model, saved)
             torch.cuda.set_rng_state(rng, self.device)
         return _Graph(graph, static_inputs, static_labels, loss, preds)
