@@ -34,7 +34,9 @@ One process only (no DDP gradient all-reduce inside a graph here), on a GPU;
 ``config/validate.py`` and ``launch/preflight.py`` say so before the run.
 """
 
+import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
@@ -44,6 +46,8 @@ from torch import nn
 from slowfast.engine.loop import StepStats
 from slowfast.engine.step import TrainStep
 from slowfast.models.norm import SubBatchNorm3d
+
+logger = logging.getLogger(__name__)
 
 WARMUP_PASSES = 2  # eager passes on a side stream before capture, as CUDA asks
 
@@ -83,7 +87,17 @@ class GraphedTrainStep(TrainStep):
         inputs, labels, extras = self.prepare(batch)
         key = (tuple(x.shape for x in inputs), tuple(labels.shape), self._splits())
         if key not in self.graphs:
+            start = time.perf_counter()
             self.graphs[key] = self._capture(inputs, labels)
+            logger.info(
+                "CUDA graph %d captured: inputs %s, %d BN splits, in %.1f s; "
+                "%.0f MiB of GPU memory reserved",
+                len(self.graphs),
+                " + ".join("x".join(map(str, x.shape)) for x in inputs),
+                key[2],
+                time.perf_counter() - start,
+                torch.cuda.memory_reserved(self.device) / 2**20,
+            )
         step = self.graphs[key]
         for dst, src in zip(step.inputs, inputs):
             dst.copy_(src, non_blocking=True)
