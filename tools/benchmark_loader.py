@@ -3,15 +3,13 @@ r"""Benchmarks the training data loader at every multigrid mini-batch shape.
 
 Shapes: the long-cycle base shapes (MULTIGRID.LONG_CYCLE_FACTORS times the
 config's NUM_FRAMES / TRAIN_CROP_SIZE) and the two short-cycle crops at the
-config's shape, with one training process's multigrid batch (the
-global batch ``TRAIN.BATCH_SIZE x NUM_SHARDS`` times ``round(T S^2 / (t
-s^2))``, divided among the run's processes, NUM_GPUS or NUM_CPU_PROCS per
-machine) and BN splits; with ``--all-shapes`` also
-the short cycle's crops at the other long-cycle shapes (every batch a
-multigrid run trains). For each
-decoded-frame-cache setting and worker count the project's own loader
-(``construct_loader`` with a per-shape ``plan_fn``) is timed after warm-up
-batches; the tables give medians over the timed batches. With 0 workers a
+config's shape, with one training process's multigrid batch (its share of
+TRAIN.BATCH_SIZE among the machine's NUM_GPUS or NUM_CPU_PROCS processes,
+times ``round(T S^2 / (t s^2))``) and BN splits; with ``--all-shapes`` also the
+short cycle's crops at the other long-cycle shapes (every batch a multigrid run
+trains). For each decoded-frame-cache setting and worker count the project's
+own loader (``construct_loader`` with a per-shape ``plan_fn``) is timed after
+warm-up batches; the tables give medians over the timed batches. With 0 workers a
 sample of items is also timed in-process, split into decode and transform.
 ``--model`` adds the model's forward+backward+SGD throughput per shape, alone
 and fed by the loader (loader workers and model share the CPU); alone, with

@@ -24,6 +24,7 @@ from slowfast.config.derived import global_batch_size
 from slowfast.launch.config import load_run_config
 from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.report import format_table
+from slowfast.utils.distributed import num_processes
 
 DEFAULT_DATASET_SIZE = 240000  # about Kinetics-400's training set
 
@@ -71,19 +72,6 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     return parser.parse_intermixed_args(argv)
 
 
-def default_num_procs(cfg) -> int:
-    """Returns the world size a config asks for.
-
-    Args:
-        cfg: the loaded config.
-
-    Returns:
-        int: NUM_GPUS (or NUM_CPU_PROCS when NUM_GPUS is 0) times NUM_SHARDS.
-    """
-    per_machine = cfg.NUM_GPUS if cfg.NUM_GPUS > 0 else cfg.NUM_CPU_PROCS
-    return max(1, per_machine) * cfg.NUM_SHARDS
-
-
 def clip_gflops(cfg) -> float:
     """Returns the model's GFLOPs (fvcore) for one clip at the base train shape.
 
@@ -112,7 +100,7 @@ def main(argv: Optional[list] = None) -> int:
     args = parse_args(argv)
     try:
         cfg = load_run_config(args.cfg_files, args.opts)
-        num_procs = args.num_procs or default_num_procs(cfg)
+        num_procs = args.num_procs or num_processes(cfg)
         schedule = MultigridSchedule.from_cfg(cfg, num_procs, min_crop=args.min_crop)
     except ValueError as err:
         print(f"plan_multigrid: error: {err}", file=sys.stderr)

@@ -34,7 +34,7 @@ from slowfast.multigrid.shapes import (
     long_cycle_shapes,
     short_cycle_crops,
 )
-from slowfast.utils.distributed import get_device, procs_per_machine
+from slowfast.utils.distributed import get_device, num_processes, procs_per_machine
 
 # Memory formats for ``model_rows``: "default" is what a run picks
 # (``engine.memory_format.choose_channels_last``).
@@ -52,12 +52,6 @@ class Shape:
     crop: int
     batch: int
     bn_splits: int = 1
-
-
-def num_processes(cfg: CfgNode) -> int:
-    """Training processes of a run of ``cfg``: per machine (NUM_GPUS, or
-    NUM_CPU_PROCS on CPU) x NUM_SHARDS machines."""
-    return procs_per_machine(cfg) * cfg.NUM_SHARDS
 
 
 def process_batch(cfg: CfgNode, factor: int) -> int:

@@ -244,6 +244,12 @@ def procs_per_machine(cfg: CfgNode) -> int:
     return cfg.NUM_GPUS if cfg.NUM_GPUS > 0 else cfg.NUM_CPU_PROCS
 
 
+def num_processes(cfg: CfgNode) -> int:
+    """Returns the processes a run of ``cfg`` has in all (its world size):
+    :func:`procs_per_machine` x NUM_SHARDS machines."""
+    return procs_per_machine(cfg) * cfg.NUM_SHARDS
+
+
 def get_device(cfg: CfgNode, local_rank: int = 0) -> torch.device:
     """The device of this process: a GPU per process when NUM_GPUS > 0, else CPU.
 
