@@ -30,35 +30,35 @@ shape) gives the table's "speedup (compute)": what a perfectly efficient
 machine would show.
 
 Each finished run writes ``study_result.json`` in its folder and is skipped
-by later invocations (stop the study any time and run the same command again),
-once its ``config.yaml`` is checked against the planned config: a finished run
-made with another config (an edited config file, other overrides, another
-data folder or test views) stops the study before any run, so that old and
-new results do not mix. A run folder without a result is moved aside to
-``<name>.stale-<time>`` and run again. DIR (default: the config's OUTPUT_DIR +
-``_study``) gets ``runs.csv``, ``runs.json``, ``table.md``, ``shapes.md`` (per-shape
-throughput against the FLOP-ideal and data wait) and ``plot.png`` for
-the runs of this command line. Exit status: 0, 1 when a run failed, 2 for a
-bad command line or config or a finished run made with another config (before
-any run starts).
+by later invocations (run the same command again to go on), once its
+``config.yaml`` is checked against the planned config: a finished run made with
+another config (an edited config file, other overrides, another data folder or
+test views) stops the study before any run, so that old and new results do not
+mix. A stop signal (TRAIN.STOP_SIGNALS, e.g. SIGTERM from ``timeout``) stops
+the study with exit status 75 after the running training process has saved a
+mid-epoch checkpoint; the same command resumes that run from it, and its
+training wall-clock sums its training processes'
+(``multigrid_study/progress.py``). Any other run folder without a result is
+moved aside to ``<name>.stale-<time>`` and the run starts over.
+
+DIR (default: the config's OUTPUT_DIR + ``_study``) gets ``runs.csv``,
+``runs.json``, ``table.md``, ``shapes.md`` (per-shape throughput against the
+FLOP-ideal and data wait) and ``plot.png`` for the runs of this command line.
+Exit status: 0, 1 when a run failed, 2 for a bad command line or config or a
+finished run made with another config (before any run starts), 75 when a stop
+signal stopped the study.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
-import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from typing import Optional
 
-from fvcore.common.config import CfgNode
-
-from slowfast.checkpoint import fingerprint as fp
-from slowfast.checkpoint import io as cu
+from slowfast.config.derived import stop_signals
+from slowfast.engine.preemption import EXIT_PREEMPTED
 from slowfast.launch.config import load_run_config
 from slowfast.launch.parser import load_config_from_args
 from slowfast.launch.parser import parse_args as parse_run_args
@@ -67,72 +67,26 @@ from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.utils.distributed import procs_per_machine
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multigrid_study.compute import model_gflops_fn, training_gflops  # noqa: E402
 from multigrid_study.outputs import write_outputs  # noqa: E402
 from multigrid_study.plan import (  # noqa: E402
     ARMS,
-    RESULT_FILE,
-    Run,
-    config_differences,
     parse_arms,
     parse_budgets,
     parse_seeds,
     plan_runs,
     run_overrides,
 )
-from multigrid_study.results import estimate_eta, metric_key, parse_stats  # noqa: E402
-from multigrid_study.shapes import gflop_per_shape  # noqa: E402
+from multigrid_study.progress import RunFailed, Stopper, StudyStopped  # noqa: E402
+from multigrid_study.results import estimate_eta, metric_key  # noqa: E402
+from multigrid_study.runs import (  # noqa: E402
+    TRAINING_OVERRIDES,
+    PlannedRun,
+    execute,
+    load_finished,
+    testing_overrides,
+)
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
 DEFAULT_INIT_METHOD = "tcp://localhost:9999"
-TRAINING_OVERRIDES = ["TRAIN.ENABLE", "True", "TEST.ENABLE", "False"]
-
-
-def testing_overrides(checkpoint: str) -> list:
-    """Overrides of a run's test process: test ``checkpoint`` only."""
-    return ["TRAIN.ENABLE", "False", "TEST.ENABLE", "True"] + (
-        ["TEST.CHECKPOINT_FILE_PATH", checkpoint]
-    )
-
-
-@dataclass
-class PlannedRun:
-    """A run with its arguments, config and resolved schedule.
-
-    Attributes:
-        run: arm, budget and seed.
-        run_dir: the run's OUTPUT_DIR.
-        args: run_net.py arguments shared by its training and test processes.
-        cfg: the run's loaded (validated) config.
-        schedule: the trainer's schedule for it (epochs, iterations).
-        iterations: planned training iterations (None in a dry run).
-    """
-
-    run: Run
-    run_dir: str
-    args: list
-    cfg: CfgNode
-    schedule: MultigridSchedule
-    iterations: Optional[int] = None
-
-    @property
-    def result_path(self) -> str:
-        """Its ``study_result.json``; a run that has one is finished."""
-        return os.path.join(self.run_dir, RESULT_FILE)
-
-    @property
-    def checkpoint(self) -> str:
-        """The final checkpoint the training leaves (and the test reads)."""
-        return cu.get_path_to_checkpoint(self.run_dir, self.schedule.max_epoch)
-
-    def command(self, phase: list) -> list:
-        """The run_net.py command line, ``phase`` overrides last."""
-        return [sys.executable, RUN_NET, *self.args, *phase]
-
-
-class RunFailed(RuntimeError):
-    """A run's process failed or left no final checkpoint."""
 
 
 def parse_args(argv: Optional[list] = None) -> tuple:
@@ -217,103 +171,6 @@ def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
     return out, base.DATA.MULTI_LABEL, planned
 
 
-def _timed(cmd: list, log_path: str) -> float:
-    """Runs a command with its output in ``log_path``; returns its wall-clock."""
-    start = time.perf_counter()
-    with open(log_path, "w") as log:
-        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
-    seconds = time.perf_counter() - start
-    if code != 0:
-        with open(log_path) as log:
-            tail = [line.strip() for line in log if line.strip()][-1:]
-        raise RunFailed(f"exit status {code} ({log_path}): {' '.join(tail)}")
-    return seconds
-
-
-def execute(p: PlannedRun) -> dict:
-    """Trains and tests one run from scratch and saves its result.
-
-    Args:
-        p: the run; an existing folder of it is moved aside first.
-
-    Returns:
-        dict: the result (``study_result.json``): the ``parse_stats`` fields,
-        planned epochs and iterations, wall-clocks, training compute
-        (``train_gflop``, see ``multigrid_study.compute``), folder and
-        arguments.
-
-    Raises:
-        RunFailed: a process failed or the final checkpoint is missing.
-    """
-    if os.path.exists(p.run_dir):
-        stale = f"{p.run_dir}.stale-{time.strftime('%Y%m%d-%H%M%S')}"
-        os.rename(p.run_dir, stale)
-        print(f"    {p.run_dir} has no result: moved to {stale}", flush=True)
-    os.makedirs(p.run_dir)
-    train_s = _timed(
-        p.command(TRAINING_OVERRIDES), os.path.join(p.run_dir, "study_train.out")
-    )
-    if not os.path.isfile(p.checkpoint):
-        raise RunFailed(f"training left no final checkpoint {p.checkpoint}")
-    test_cmd = p.command(testing_overrides(p.checkpoint))
-    test_s = _timed(test_cmd, os.path.join(p.run_dir, "study_test.out"))
-    with open(os.path.join(p.run_dir, "json_stats.log")) as f:
-        stats = parse_stats(f)
-    result = {"arm": p.run.arm, "budget": p.run.budget, "seed": p.run.seed}
-    result.update(epochs_planned=p.schedule.max_epoch, iterations_planned=p.iterations)
-    result.update(stats, train_s=train_s, test_s=test_s, run_dir=p.run_dir)
-    gflops_fn = model_gflops_fn(p.cfg)
-    result["gflop_per_clip"] = gflop_per_shape(stats["clips_per_shape"], gflops_fn)
-    result["train_gflop"] = training_gflops(stats["clips_per_shape"], gflops_fn)
-    result["args"] = p.args
-    for key in ("epochs", "iterations"):
-        if result[key] != result[f"{key}_planned"]:
-            print(
-                f"    warning: the logs count {result[key]} {key}, the schedule "
-                f"{result[f'{key}_planned']}",
-                flush=True,
-            )
-    with open(p.result_path, "w") as f:
-        json.dump(result, f, indent=1)
-    return result
-
-
-def load_finished(planned: list) -> dict:
-    """The results of the planned runs that finished before.
-
-    Args:
-        planned: the ``PlannedRun`` list.
-
-    Returns:
-        dict: ``Run`` -> its ``study_result.json``.
-
-    Raises:
-        ValueError: a finished run was made with another config than the one
-            planned for it (its result would be mixed into this study's).
-    """
-    results = {}
-    for p in planned:
-        if not os.path.isfile(p.result_path):
-            continue
-        saved = os.path.join(p.run_dir, "config.yaml")
-        if not os.path.isfile(saved):
-            raise ValueError(
-                f"{p.run_dir} has a result but no config.yaml to check it against; "
-                "move the folder away or pass another --out"
-            )
-        with open(saved) as f:
-            diffs = config_differences(p.cfg, fp.cfg_from_dump(f.read()))
-        if diffs:
-            raise ValueError(
-                f"{p.run_dir} was made with another config "
-                f"({fp.describe_differences(diffs, where='the run')}); "
-                "move the folder away or pass another --out"
-            )
-        with open(p.result_path) as f:
-            results[p.run] = json.load(f)
-    return results
-
-
 def _clock(seconds: Optional[float]) -> str:
     if seconds is None:
         return "ETA unknown"
@@ -328,7 +185,8 @@ def main(argv: Optional[list] = None) -> int:
         argv: arguments (default ``sys.argv[1:]``).
 
     Returns:
-        int: 0; 1 when a run failed; 2 for a bad command line or config.
+        int: 0; 1 when a run failed; 2 for a bad command line or config;
+        EXIT_PREEMPTED (75) when a stop signal stopped the study.
     """
     args, run_args = parse_args(argv)
     try:
@@ -351,7 +209,34 @@ def main(argv: Optional[list] = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    failed = []
+    stopper = Stopper(stop_signals(planned[0].cfg))
+    stopper.install()
+    try:
+        failed, stopped = _run_all(planned, results, multi_label, stopper)
+    finally:
+        stopper.restore()
+    finished = [results[p.run] for p in planned if p.run in results]
+    if finished:
+        print(write_outputs(out, finished, multi_label, planned[0].cfg))
+        print(f"written: {out}/runs.csv, runs.json, table.md, shapes.md, plot.png")
+    if failed:
+        print(f"{len(failed)} run(s) failed: {', '.join(failed)}", file=sys.stderr)
+    if stopped:
+        print(f"{stopped}; run the same command to go on", file=sys.stderr)
+        return EXIT_PREEMPTED
+    return 1 if failed else 0
+
+
+def _run_all(
+    planned: list, results: dict, multi_label: bool, stopper: Stopper
+) -> tuple:
+    """Runs the planned runs without a result (adding theirs to ``results``).
+
+    Returns:
+        tuple: the names of the runs that failed, and the ``StudyStopped``
+        that stopped the study (None when every run was tried).
+    """
+    failed, total = [], len(planned)
     for i, p in enumerate(planned, 1):
         label = f"[{i}/{total}] {p.run.arm} budget {p.run.budget} seed {p.run.seed}"
         if p.run in results:
@@ -364,29 +249,29 @@ def main(argv: Optional[list] = None) -> int:
         todo = [
             (q.run.arm, q.run.budget) for q in planned[i - 1 :] if q.run not in results
         ]
+        if stopper.received:
+            return failed, StudyStopped(stopper.received, f"before {p.run.name}")
         print(f"{label} ... (study {_clock(estimate_eta(done, todo))})", flush=True)
         try:
-            result = results[p.run] = execute(p)
+            result = results[p.run] = execute(p, stopper)
+        except StudyStopped as err:
+            return failed, err
         except (RunFailed, OSError, ValueError) as err:
             failed.append(p.run.name)
             print(f"    failed: {err}", flush=True)
             continue
         metric = result[metric_key(multi_label)]
+        processes = result["train_processes"]
         print(
             f"    train {result['train_s']:.0f} s ({result['epochs']} epochs, "
-            f"{result['iterations']} iterations), test {result['test_s']:.0f} s, "
+            f"{result['iterations']} iterations"
+            + (f", {processes} processes" if processes > 1 else "")
+            + f"), test {result['test_s']:.0f} s, "
             f"test {'mAP' if multi_label else 'top-1'} "
             + (f"{metric:.2f}%" if metric is not None else "-"),
             flush=True,
         )
-    finished = [results[p.run] for p in planned if p.run in results]
-    if finished:
-        print(write_outputs(out, finished, multi_label, planned[0].cfg))
-        print(f"written: {out}/runs.csv, runs.json, table.md, shapes.md, plot.png")
-    if failed:
-        print(f"{len(failed)} run(s) failed: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return failed, None
 
 
 if __name__ == "__main__":

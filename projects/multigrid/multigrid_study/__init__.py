@@ -2,7 +2,9 @@
 
 ``plan`` (arms, budgets, seeds and each run's overrides), ``results`` (a run's
 statistics, aggregation over seeds, the table), ``shapes`` (per-shape
-throughput against the FLOP-ideal), ``compute`` (a run's training FLOPs) and
-``outputs`` (the files a study writes). Import with ``projects/multigrid`` on
-``sys.path``, as ``study.py`` and the tests do.
+throughput against the FLOP-ideal), ``compute`` (a run's training FLOPs),
+``outputs`` (the files a study writes), ``progress`` (a run's processes,
+stopped by a signal and resumed) and ``runs`` (a planned run: its processes
+and its result). Import with ``projects/multigrid`` on ``sys.path``, as
+``study.py`` and the tests do.
 """

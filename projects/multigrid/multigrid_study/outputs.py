@@ -80,6 +80,13 @@ def write_outputs(
             result["gflop_per_clip"] = gflop_per_shape(shapes, gflops_fn)
     rows = aggregate(results, metric_key(multi_label))
     table = format_table(rows, multi_label)
+    resumed = sum(r.get("train_processes", 1) > 1 for r in results)
+    if resumed:
+        table += (
+            f"\n{resumed} run(s) trained in more than one process (stopped and "
+            "resumed): their training wall-clock sums the processes', each "
+            "restart's start-up included.\n"
+        )
     with open(os.path.join(out, "runs.csv"), "w") as f:
         f.write(format_csv(results))
     with open(os.path.join(out, "runs.json"), "w") as f:

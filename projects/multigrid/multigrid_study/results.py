@@ -12,8 +12,8 @@ from typing import Iterable, Optional, Sequence
 
 CSV_FIELDS = (
     "arm", "budget", "seed", "epochs", "epochs_planned", "iterations",
-    "iterations_planned", "train_s", "test_s", "epoch_time_s", "data_wait_share",
-    "train_gflop",
+    "iterations_planned", "train_s", "train_processes", "test_s", "epoch_time_s",
+    "data_wait_share", "train_gflop",
     "val_top1", "val_top5", "val_map", "test_top1", "test_top5", "test_map",
     "clips_per_s", "run_dir",
 )  # fmt: skip

@@ -1,0 +1,152 @@
+"""The study stopped by a signal and resumed (projects/multigrid/multigrid_study/
+progress.py): the records, the signal passed on, a real run resumed."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from multigrid_study import progress as sp
+
+from slowfast.checkpoint import io as cu
+from slowfast.engine.preemption import EXIT_PREEMPTED
+
+from .conftest import REPO_ROOT
+from .test_study import DEMO_MULTIGRID, STUDY_PATH, _study_module
+
+
+def _proc(phase, status, seconds=1.0):
+    return {"phase": phase, "seconds": seconds, "status": status}
+
+
+@pytest.mark.parametrize(
+    "processes, trained, phase",
+    [
+        ([], False, sp.START),  # a folder without records (an older study)
+        ([_proc("train", EXIT_PREEMPTED)], False, sp.RESUME),
+        ([_proc("train", 75), _proc("train", 75)], False, sp.RESUME),
+        ([_proc("train", 75), _proc("train", 0)], True, sp.TEST),
+        ([_proc("train", 0), _proc("test", -15)], True, sp.TEST),
+        ([_proc("train", 0)], False, sp.START),  # no final checkpoint
+        ([_proc("train", 1)], False, sp.START),  # it failed
+        ([_proc("train", 75), _proc("train", -15)], False, sp.START),  # no checkpoint
+        ([_proc("train", 75), _proc("train", None, None)], False, sp.START),  # killed
+        ([_proc("train", 0), _proc("test", None, None)], True, sp.START),
+    ],
+)
+def test_next_phase(processes, trained, phase):
+    assert sp.next_phase(processes, trained)[0] == phase
+
+
+def test_training_wall_clock_sums_the_training_processes():
+    processes = [_proc("train", 75, 10.0), _proc("train", 0, 2.5), _proc("test", 0)]
+    assert sp.train_seconds(processes) == 12.5
+
+
+# A child that stops its parent (the study) with SIGTERM and exits 75 once the
+# parent passes the signal on to it; 3 if it never comes.
+CHILD = """
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(75))
+print("child up", flush=True)
+os.kill(os.getppid(), signal.SIGTERM)
+time.sleep(60)
+sys.exit(3)
+"""
+
+
+def _run(tmp_path, code, stopper, phase="train"):
+    cmd = [sys.executable, "-c", code]
+    return sp.run_process(cmd, str(tmp_path), phase, f"{phase}.out", stopper)
+
+
+def test_a_stop_signal_is_passed_on_and_recorded(tmp_path):
+    stopper = sp.Stopper([signal.SIGTERM])
+    stopper.install()
+    try:
+        with pytest.raises(sp.StudyStopped, match="stopped by SIGTERM in "):
+            _run(tmp_path, CHILD, stopper)
+        records = sp.read_progress(str(tmp_path))
+        assert [(p["phase"], p["status"]) for p in records] == [("train", 75)]
+        assert 0 < records[0]["seconds"] < 60
+        # Stopped: the next process does not start.
+        with pytest.raises(sp.StudyStopped, match="SIGTERM before .*'s test$"):
+            _run(tmp_path, "print('never')", stopper, "test")
+    finally:
+        stopper.restore()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert len(sp.read_progress(str(tmp_path))) == 1
+    assert (tmp_path / "train.out").read_text() == "child up\n"
+
+
+def test_a_failed_process_is_recorded_and_its_log_appended(tmp_path):
+    stopper = sp.Stopper([signal.SIGTERM])
+    assert _run(tmp_path, "print('first')", stopper) > 0
+    with pytest.raises(sp.RunFailed, match=r"exit status 4 \(.*train.out\): boom"):
+        _run(tmp_path, "import sys; print('boom'); sys.exit(4)", stopper)
+    records = sp.read_progress(str(tmp_path))
+    assert [p["status"] for p in records] == [0, 4]
+    log = (tmp_path / "train.out").read_text().splitlines()
+    assert log == ["first", "--- study: train process 2 ---", "boom"]
+
+
+@pytest.mark.slow
+def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(demo_data, tmp_path):
+    """SIGTERM to the study process only: it passes it on, the training saves a
+    mid-epoch checkpoint, the study exits 75; the same command finishes the run
+    from there with the planned iterations and both processes' wall-clock."""
+    out = tmp_path / "study"
+    argv = [
+        "--cfg", DEMO_MULTIGRID, "--arms", "long_short", "--budgets", "1",
+        "--out", str(out),
+        "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics_x6"),
+        "DATA.PATH_PREFIX", str(demo_data / "kinetics"),
+        "DATA_LOADER.NUM_WORKERS", "0", "LOG_MODEL_INFO", "False", "LOG_PERIOD", "1",
+        "TRAIN.BATCH_SIZE", "2", "SOLVER.MAX_EPOCH", "4", "SOLVER.STEPS", "[0, 2]",
+        "SOLVER.LRS", "[1, 0.1]", "SOLVER.WARMUP_EPOCHS", "0.5",
+        "BN.USE_PRECISE_STATS", "False", "TEST.BATCH_SIZE", "5",
+        "TEST.NUM_ENSEMBLE_VIEWS", "1", "TEST.NUM_SPATIAL_CROPS", "1",
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, STUDY_PATH, *argv], env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    run_dir = out / "runs" / "long_short_b1_s0"
+    stats = run_dir / "json_stats.log"
+    deadline = time.time() + 300
+    while not (stats.exists() and "train_iter" in stats.read_text()):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == EXIT_PREEMPTED, stdout + stderr
+    assert stderr.strip().endswith(
+        "stopped by SIGTERM in long_short_b1_s0's train; run the same command to go on"
+    )
+    assert [(p["phase"], p["status"]) for p in sp.read_progress(str(run_dir))] == [
+        ("train", EXIT_PREEMPTED)
+    ]
+    assert any(cu.is_mid_epoch_checkpoint(p) for p in cu.list_checkpoints(str(run_dir)))
+    assert not (out / "runs.csv").exists()
+
+    study = _study_module()
+    assert study.main(argv) == 0
+    result = json.loads((run_dir / "study_result.json").read_text())
+    records = sp.read_progress(str(run_dir))
+    assert [(p["phase"], p["status"]) for p in records] == [
+        ("train", EXIT_PREEMPTED), ("train", 0), ("test", 0)
+    ]  # fmt: skip
+    assert result["train_processes"] == 2
+    assert result["train_s"] == pytest.approx(
+        records[0]["seconds"] + records[1]["seconds"]
+    )
+    assert result["iterations"] == result["iterations_planned"]
+    assert result["epochs"] == result["epochs_planned"]
+    assert result["test_top1"] is not None
+    assert "--- study: train process 2 ---" in (run_dir / "study_train.out").read_text()
+    assert "1 run(s) trained in more than one process" in (out / "table.md").read_text()
+    assert not [p for p in (out / "runs").iterdir() if ".stale-" in p.name]
