@@ -106,6 +106,17 @@ def test_only_our_interrupted_writes_are_removed(tmp_path):
     assert all(path.exists() for path in kept) and not ours.exists()
 
 
+def test_in_use_names_a_live_holder_only(tmp_path):
+    out = tmp_path / "run"
+    assert RunLock(str(out)).in_use() is None  # no folder, no lock
+    with RunLock(str(out)):
+        busy = RunLock(str(out)).in_use()
+        assert busy.startswith(f"host {socket.gethostname()}, pid {os.getpid()}, ")
+    assert RunLock(str(out)).in_use() is None  # released
+    _write_lock(out, host=socket.gethostname(), pid=_dead_pid(), since="then")
+    assert RunLock(str(out)).in_use() is None  # its process has ended
+
+
 @pytest.mark.slow
 def test_a_rerun_takes_over_a_stale_lock_and_removes_temp_files(demo_data, tmp_path):
     out = tmp_path / "run"

@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from multigrid_study import machine as sm
 from multigrid_study import progress as sp
 
 from slowfast.checkpoint import io as cu
@@ -17,28 +18,41 @@ from slowfast.engine.preemption import EXIT_PREEMPTED
 from .conftest import REPO_ROOT
 from .test_study import DEMO_MULTIGRID, STUDY_PATH, _study_module
 
+HERE = {"cpu": "a CPU", "cpus": 2, "gpu": None, "gpus": None, "torch": "2.13.0"}
+THERE = dict(HERE, cpus=16)
 
-def _proc(phase, status, seconds=1.0):
-    return {"phase": phase, "seconds": seconds, "status": status}
+
+def _proc(phase, status, seconds=1.0, machine=HERE, stopped_by=None):
+    proc = {"phase": phase, "seconds": seconds, "status": status, "machine": machine}
+    return dict(proc, stopped_by=stopped_by) if stopped_by else proc
+
+
+TERM = {"stopped_by": "SIGTERM"}  # the study got a stop signal while it ran
 
 
 @pytest.mark.parametrize(
-    "processes, trained, phase",
+    "processes, checkpointed, trained, phase",
     [
-        ([], False, sp.START),  # a folder without records (an older study)
-        ([_proc("train", EXIT_PREEMPTED)], False, sp.RESUME),
-        ([_proc("train", 75), _proc("train", 75)], False, sp.RESUME),
-        ([_proc("train", 75), _proc("train", 0)], True, sp.TEST),
-        ([_proc("train", 0), _proc("test", -15)], True, sp.TEST),
-        ([_proc("train", 0)], False, sp.START),  # no final checkpoint
-        ([_proc("train", 1)], False, sp.START),  # it failed
-        ([_proc("train", 75), _proc("train", -15)], False, sp.START),  # no checkpoint
-        ([_proc("train", 75), _proc("train", None, None)], False, sp.START),  # killed
-        ([_proc("train", 0), _proc("test", None, None)], True, sp.START),
+        ([], False, False, sp.START),  # a folder without records (an older study)
+        ([_proc("train", EXIT_PREEMPTED)], True, False, sp.RESUME),
+        ([_proc("train", 75), _proc("train", 75)], True, False, sp.RESUME),
+        ([_proc("train", 75), _proc("train", 0)], True, True, sp.TEST),
+        ([_proc("train", 0), _proc("test", -15, **TERM)], True, True, sp.TEST),
+        ([_proc("train", 0), _proc("test", None, None)], True, True, sp.TEST),
+        ([_proc("train", 0)], False, False, sp.START),  # no final checkpoint
+        ([_proc("train", 1)], True, False, sp.START),  # it failed
+        # Killed by the signal while starting, after an earlier checkpoint:
+        ([_proc("train", 75), _proc("train", -15, **TERM)], True, False, sp.RESUME),
+        ([_proc("train", -15, **TERM)], False, False, sp.START),  # nothing saved
+        ([_proc("train", -15, **TERM)], True, True, sp.TEST),  # killed while ending
+        ([_proc("train", 75), _proc("train", -15)], True, False, sp.START),  # not us
+        ([_proc("train", 75), _proc("train", None, None)], True, False, sp.START),
+        ([_proc("train", 75, machine=THERE)], True, False, sp.START),
+        ([_proc("train", 75, machine=None)], True, False, sp.RESUME),  # older study
     ],
 )
-def test_next_phase(processes, trained, phase):
-    assert sp.next_phase(processes, trained)[0] == phase
+def test_next_phase(processes, checkpointed, trained, phase):
+    assert sp.next_phase(processes, checkpointed, trained, HERE)[0] == phase
 
 
 def test_training_wall_clock_sums_the_training_processes():
@@ -60,7 +74,7 @@ sys.exit(3)
 
 def _run(tmp_path, code, stopper, phase="train"):
     cmd = [sys.executable, "-c", code]
-    return sp.run_process(cmd, str(tmp_path), phase, f"{phase}.out", stopper)
+    return sp.run_process(cmd, str(tmp_path), phase, f"{phase}.out", stopper, HERE)
 
 
 def test_a_stop_signal_is_passed_on_and_recorded(tmp_path):
@@ -94,7 +108,9 @@ def test_a_failed_process_is_recorded_and_its_log_appended(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(demo_data, tmp_path):
+def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(
+    demo_data, tmp_path, capsys
+):
     """SIGTERM to the study process only: it passes it on, the training saves a
     mid-epoch checkpoint, the study exits 75; the same command finishes the run
     from there with the planned iterations and both processes' wall-clock."""
@@ -140,6 +156,12 @@ def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(demo_data, tmp_path
     assert [(p["phase"], p["status"]) for p in records] == [
         ("train", EXIT_PREEMPTED), ("train", 0), ("test", 0)
     ]  # fmt: skip
+    resumed = [
+        json.loads(line)
+        for line in stats.read_text().splitlines()
+        if '"_type": "resume"' in line
+    ]
+    assert len(resumed) == 1 and resumed[0]["checkpoint"].endswith(".pyth")
     assert result["train_processes"] == 2
     assert result["train_s"] == pytest.approx(
         records[0]["seconds"] + records[1]["seconds"]
@@ -150,3 +172,19 @@ def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(demo_data, tmp_path
     assert "--- study: train process 2 ---" in (run_dir / "study_train.out").read_text()
     assert "1 run(s) trained in more than one process" in (out / "table.md").read_text()
     assert not [p for p in (out / "runs").iterdir() if ".stale-" in p.name]
+    assert result["machine"] == records[0]["machine"] == sm.describe_machine(0)
+    timed = f"Timed on {sm.machine_text(result['machine'])}; code "
+    assert timed in (out / "table.md").read_text()
+
+    # Timed on another kind of machine: no new run joins it; the table is
+    # still written when nothing is left to run.
+    result["machine"] = dict(result["machine"], cpu="another CPU")
+    (run_dir / "study_result.json").write_text(json.dumps(result))
+    more = list(argv)
+    more[more.index("--budgets") + 1] = "1,2"
+    assert study.main(more) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{run_dir} was timed on " in err[0]
+    assert "(another CPU), torch" in err[0] and "do not compare" in err[0]
+    assert study.main(argv) == 0
+    assert "(another CPU)" in (out / "table.md").read_text()

@@ -38,15 +38,18 @@ mix. A stop signal (TRAIN.STOP_SIGNALS, e.g. SIGTERM from ``timeout``) stops
 the study with exit status 75 after the running training process has saved a
 mid-epoch checkpoint; the same command resumes that run from it, and its
 training wall-clock sums its training processes'
-(``multigrid_study/progress.py``). Any other run folder without a result is
-moved aside to ``<name>.stale-<time>`` and the run starts over.
+(``multigrid_study/progress.py``); a run trained to the end but not tested is
+only tested. Any other run folder without a result is moved aside to
+``<name>.stale-<time>`` and the run starts over. Runs are
+timed on one kind of machine (``multigrid_study/machine.py``): a study with
+runs left to make refuses a finished run timed on another.
 
 DIR (default: the config's OUTPUT_DIR + ``_study``) gets ``runs.csv``,
 ``runs.json``, ``table.md``, ``shapes.md`` (per-shape throughput against the
 FLOP-ideal and data wait) and ``plot.png`` for the runs of this command line.
 Exit status: 0, 1 when a run failed, 2 for a bad command line or config or a
-finished run made with another config (before any run starts), 75 when a stop
-signal stopped the study.
+finished run made with another config or timed on another machine (before
+any run starts), 75 when a stop signal stopped the study.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.utils.distributed import procs_per_machine
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from multigrid_study.machine import code_version, describe_machine  # noqa: E402
 from multigrid_study.outputs import write_outputs  # noqa: E402
 from multigrid_study.plan import (  # noqa: E402
     ARMS,
@@ -79,6 +83,7 @@ from multigrid_study.plan import (  # noqa: E402
 from multigrid_study.progress import RunFailed, Stopper, StudyStopped  # noqa: E402
 from multigrid_study.results import estimate_eta, metric_key  # noqa: E402
 from multigrid_study.runs import (  # noqa: E402
+    REPO_ROOT,
     TRAINING_OVERRIDES,
     PlannedRun,
     execute,
@@ -204,15 +209,16 @@ def main(argv: Optional[list] = None) -> int:
                 "    test:  " + shlex.join(p.command(testing_overrides(p.checkpoint)))
             )
         return 0
+    machine = describe_machine(planned[0].cfg.NUM_GPUS)
     try:
-        results = load_finished(planned)
+        results = load_finished(planned, machine)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     stopper = Stopper(stop_signals(planned[0].cfg))
     stopper.install()
     try:
-        failed, stopped = _run_all(planned, results, multi_label, stopper)
+        failed, stopped = _run_all(planned, results, multi_label, stopper, machine)
     finally:
         stopper.restore()
     finished = [results[p.run] for p in planned if p.run in results]
@@ -228,7 +234,7 @@ def main(argv: Optional[list] = None) -> int:
 
 
 def _run_all(
-    planned: list, results: dict, multi_label: bool, stopper: Stopper
+    planned: list, results: dict, multi_label: bool, stopper: Stopper, machine: dict
 ) -> tuple:
     """Runs the planned runs without a result (adding theirs to ``results``).
 
@@ -236,7 +242,7 @@ def _run_all(
         tuple: the names of the runs that failed, and the ``StudyStopped``
         that stopped the study (None when every run was tried).
     """
-    failed, total = [], len(planned)
+    failed, total, code = [], len(planned), code_version(REPO_ROOT)
     for i, p in enumerate(planned, 1):
         label = f"[{i}/{total}] {p.run.arm} budget {p.run.budget} seed {p.run.seed}"
         if p.run in results:
@@ -253,7 +259,7 @@ def _run_all(
             return failed, StudyStopped(stopper.received, f"before {p.run.name}")
         print(f"{label} ... (study {_clock(estimate_eta(done, todo))})", flush=True)
         try:
-            result = results[p.run] = execute(p, stopper)
+            result = results[p.run] = execute(p, stopper, machine, code)
         except StudyStopped as err:
             return failed, err
         except (RunFailed, OSError, ValueError) as err:

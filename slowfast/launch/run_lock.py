@@ -95,6 +95,13 @@ class RunLock:
             return f"its process {holder['pid']} on this host has ended"
         return None
 
+    def in_use(self) -> Optional[str]:
+        """Who holds the lock, in one line, while that process lives; else None."""
+        holder = self.read()
+        if holder is None or self._stale(holder):
+            return None
+        return _holder_text(holder)
+
     def acquire(self) -> None:
         """Takes the lock, or raises ``RunLockError`` naming its holder.
 

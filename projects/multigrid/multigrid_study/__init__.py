@@ -4,7 +4,7 @@
 statistics, aggregation over seeds, the table), ``shapes`` (per-shape
 throughput against the FLOP-ideal), ``compute`` (a run's training FLOPs),
 ``outputs`` (the files a study writes), ``progress`` (a run's processes,
-stopped by a signal and resumed) and ``runs`` (a planned run: its processes
-and its result). Import with ``projects/multigrid`` on ``sys.path``, as
-``study.py`` and the tests do.
+stopped by a signal and resumed), ``machine`` (what the runs are timed on)
+and ``runs`` (a planned run: its processes and its result). Import with
+``projects/multigrid`` on ``sys.path``, as ``study.py`` and the tests do.
 """

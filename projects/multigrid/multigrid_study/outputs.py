@@ -9,6 +9,7 @@ from typing import Optional
 from fvcore.common.config import CfgNode
 
 from multigrid_study.compute import model_gflops_fn
+from multigrid_study.machine import machine_text
 from multigrid_study.results import aggregate, format_csv, format_table, metric_key
 from multigrid_study.shapes import format_shapes, gflop_per_shape, shape_rows
 
@@ -56,6 +57,21 @@ def plot_study(rows: list, path: str, multi_label: bool = False) -> None:
     fig.savefig(path, dpi=100)
 
 
+def _provenance(results: list) -> str:
+    """The table's last line: machine(s), commit(s) and dates of the runs."""
+    recorded = [r for r in results if r.get("machine")]
+    if not recorded:
+        return ""
+    machines = dict.fromkeys(machine_text(r["machine"]) for r in recorded)
+    commits = dict.fromkeys(r.get("commit") or "unknown" for r in recorded)
+    dates = sorted(r["date"] for r in recorded)
+    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    line = f"\nTimed on {'; '.join(machines)}; code {', '.join(commits)}; {when}"
+    if len(recorded) < len(results):
+        line += f" ({len(recorded)} of the {len(results)} runs recorded it)"
+    return line + ".\n"
+
+
 def write_outputs(
     out: str, results: list, multi_label: bool, cfg: Optional[CfgNode] = None
 ) -> str:
@@ -87,6 +103,7 @@ def write_outputs(
             "resumed): their training wall-clock sums the processes', each "
             "restart's start-up included.\n"
         )
+    table += _provenance(results)
     with open(os.path.join(out, "runs.csv"), "w") as f:
         f.write(format_csv(results))
     with open(os.path.join(out, "runs.json"), "w") as f:

@@ -10,22 +10,26 @@ continues from that checkpoint (the trainer's own resume), and its training
 wall-clock is the sum of its training processes'.
 
 Each run folder's ``study_progress.json`` lists the run's processes: the phase
-(``train`` or ``test``), the wall-clock and the exit status, written when a
-process starts (with no status) and again when it ends. A process left with no
-status was killed together with the study (SIGKILL, a lost machine): its time
-is unknown, so the run starts over.
+(``train`` or ``test``), the wall-clock, the exit status, the stop signal that
+came while it ran and the machine, written when a process starts (with no
+status) and again when it ends. A training process left with no status was
+killed together with the study (SIGKILL, a lost machine): its time is unknown,
+so the run starts over, as does a run stopped on another kind of machine
+(``machine.py``) or by Ctrl-C (SIGINT is no stop signal: the trainer dies
+without a checkpoint). A run trained to its final checkpoint only has its test
+made again.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
-from slowfast.engine.preemption import EXIT_PREEMPTED, signal_name
+from multigrid_study.machine import machine_text, same_machine
+from slowfast.engine.preemption import EXIT_PREEMPTED, StopSignals, signal_name
 
 PROGRESS_FILE = "study_progress.json"
 # Where an unfinished run goes on (see ``next_phase``).
@@ -49,36 +53,28 @@ class StudyStopped(Exception):
         super().__init__(f"{what} {where}")
 
 
-class Stopper:
-    """Catches the stop signals while installed and passes them on to the
-    running process (a signal sent to the whole process group reaches it
-    twice; the trainer stops once).
+class Stopper(StopSignals):
+    """The stop signals, caught while installed and passed on to the running
+    process (a signal sent to the whole process group reaches it twice; the
+    trainer stops once).
 
     Args:
         signums: the signals to catch.
     """
 
     def __init__(self, signums: Sequence[int]) -> None:
-        self.signums = list(signums)
-        self.received = 0
+        super().__init__(signums)
         self.child: Optional[subprocess.Popen] = None
-        self._previous: dict = {}
 
     def _handle(self, signum: int, frame) -> None:
         self.received = signum
-        if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signum)
+        self.forward()
 
-    def install(self) -> None:
-        """Installs the handlers."""
-        for signum in self.signums:
-            self._previous[signum] = signal.signal(signum, self._handle)
-
-    def restore(self) -> None:
-        """Puts the previous handlers back."""
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous = {}
+    def forward(self) -> None:
+        """Passes the signal received on to the running process, if any."""
+        child = self.child
+        if self.received and child is not None and child.poll() is None:
+            child.send_signal(self.received)
 
 
 def read_progress(run_dir: str) -> list:
@@ -97,27 +93,45 @@ def _write_progress(run_dir: str, processes: list) -> None:
     os.replace(path + ".tmp", path)
 
 
-def next_phase(processes: list, trained: bool) -> tuple:
+def next_phase(
+    processes: list, checkpointed: bool, trained: bool, machine: dict
+) -> Tuple[str, str]:
     """Where an unfinished run goes on.
+
+    A training process counts as stopped when it exited with EXIT_PREEMPTED
+    or a stop signal reached the study while it ran (one killed by the signal
+    while starting or ending, before or after the trainer catches it).
 
     Args:
         processes: its recorded processes (``read_progress``).
+        checkpointed: its folder holds a checkpoint to resume from.
         trained: its final checkpoint exists.
+        machine: this machine (``machine.describe_machine``).
 
     Returns:
-        tuple: ``TEST`` (training done), ``RESUME`` (every training process
-        was preempted after a checkpoint) or ``START`` (anything else: the
-        run starts over), and why, for the log.
+        tuple: ``TEST`` (training done; its test is made again), ``RESUME``
+        (every training process stopped, a checkpoint left) or ``START``
+        (anything else: the run starts over), and why, for the log.
     """
-    if any(p["status"] is None for p in processes):
-        return START, "a process of it was killed with the study, its time unknown"
+    for p in processes:
+        if not same_machine(p.get("machine"), machine):
+            return START, f"it ran on another machine ({machine_text(p['machine'])})"
     train = [p for p in processes if p["phase"] == "train"]
     if not train:
         return START, "it has no training process recorded"
-    if train[-1]["status"] == 0 and trained:
-        return TEST, f"trained in {len(train)} process(es), not tested"
-    if all(p["status"] == EXIT_PREEMPTED for p in train):
-        return RESUME, f"stopped after a checkpoint {len(train)} time(s)"
+    if any(p["status"] is None for p in train):
+        return START, "a training process was killed with the study, its time unknown"
+    if train[-1]["status"] == 0:
+        if trained:
+            return TEST, f"trained in {len(train)} process(es), not tested"
+        return START, "its training ended without its final checkpoint"
+    stopped = all(p["status"] == EXIT_PREEMPTED or p.get("stopped_by") for p in train)
+    if stopped and trained:
+        return TEST, f"trained in {len(train)} process(es), stopped while ending"
+    if stopped and checkpointed:
+        return RESUME, f"stopped {len(train)} time(s), a checkpoint left"
+    if stopped:
+        return START, "it was stopped before its first checkpoint"
     return START, f"its training ended with exit status {train[-1]['status']}"
 
 
@@ -127,7 +141,7 @@ def train_seconds(processes: list) -> float:
 
 
 def run_process(
-    cmd: list, run_dir: str, phase: str, log_name: str, stopper: Stopper
+    cmd: list, run_dir: str, phase: str, log_name: str, stopper: Stopper, machine: dict
 ) -> float:
     """Runs one of a run's processes, recorded, and passes stop signals on.
 
@@ -140,6 +154,7 @@ def run_process(
         phase: ``"train"`` or ``"test"``.
         log_name: the log file's name.
         stopper: the installed signal catcher.
+        machine: this machine, recorded with the process.
 
     Returns:
         float: the process's wall-clock (s).
@@ -154,7 +169,7 @@ def run_process(
     if stopper.received:
         raise StudyStopped(stopper.received, f"before {what}")
     processes = read_progress(run_dir)
-    entry = {"phase": phase, "seconds": None, "status": None}
+    entry = {"phase": phase, "seconds": None, "status": None, "machine": machine}
     processes.append(entry)
     _write_progress(run_dir, processes)
     log_path = os.path.join(run_dir, log_name)
@@ -164,12 +179,20 @@ def run_process(
         if earlier:
             log.write(f"--- study: {phase} process {earlier + 1} ---\n")
             log.flush()
-        stopper.child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        stopper.child = child
         try:
-            code = stopper.child.wait()
+            stopper.forward()  # a signal that came while the process started
+            code = child.wait()
+        except KeyboardInterrupt:  # Ctrl-C reaches the process too: record it
+            entry.update(seconds=time.perf_counter() - start, status=child.wait())
+            _write_progress(run_dir, processes)
+            raise
         finally:
             stopper.child = None
     entry.update(seconds=time.perf_counter() - start, status=code)
+    if stopper.received:
+        entry["stopped_by"] = signal_name(stopper.received)
     _write_progress(run_dir, processes)
     if code == EXIT_PREEMPTED or (code != 0 and stopper.received):
         raise StudyStopped(stopper.received, f"in {what}")

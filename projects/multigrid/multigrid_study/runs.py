@@ -14,6 +14,7 @@ from typing import Optional
 from fvcore.common.config import CfgNode
 
 from multigrid_study.compute import model_gflops_fn, training_gflops
+from multigrid_study.machine import machine_text, same_machine
 from multigrid_study.plan import RESULT_FILE, Run, config_differences
 from multigrid_study.progress import (
     RESUME,
@@ -30,6 +31,7 @@ from multigrid_study.results import parse_stats
 from multigrid_study.shapes import gflop_per_shape
 from slowfast.checkpoint import fingerprint as fp
 from slowfast.checkpoint import io as cu
+from slowfast.launch.run_lock import RunLock
 from slowfast.multigrid import MultigridSchedule
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -101,12 +103,23 @@ def stored_config_differences(p: PlannedRun) -> Optional[str]:
     return None
 
 
-def _continue_or_move_aside(p: PlannedRun) -> str:
-    """How an existing, unfinished run folder goes on (``progress.next_phase``);
-    one that starts over is moved aside to ``<name>.stale-<time>``."""
+def _continue_or_move_aside(p: PlannedRun, machine: dict) -> str:
+    """How an existing, unfinished run folder goes on (``progress.next_phase``).
+
+    One that starts over is moved aside to ``<name>.stale-<time>``.
+
+    Raises:
+        RunFailed: a live process holds the folder's run lock.
+    """
     if not os.path.exists(p.run_dir):
         return START
-    phase, why = next_phase(read_progress(p.run_dir), os.path.isfile(p.checkpoint))
+    busy = RunLock(p.run_dir).in_use()
+    if busy:
+        raise RunFailed(f"{p.run_dir} is in use ({busy}); let that run end first")
+    checkpointed = bool(cu.list_checkpoints(p.run_dir))
+    trained = os.path.isfile(p.checkpoint)
+    processes = read_progress(p.run_dir)
+    phase, why = next_phase(processes, checkpointed, trained, machine)
     problem = stored_config_differences(p) if phase != START else None
     if problem:
         phase, why = START, problem
@@ -120,7 +133,9 @@ def _continue_or_move_aside(p: PlannedRun) -> str:
     return phase
 
 
-def execute(p: PlannedRun, stopper: Stopper) -> dict:
+def execute(
+    p: PlannedRun, stopper: Stopper, machine: dict, code: Optional[str]
+) -> dict:
     """Trains and tests one run and saves its result.
 
     A run stopped before (``multigrid_study.progress``) resumes; any other
@@ -129,26 +144,31 @@ def execute(p: PlannedRun, stopper: Stopper) -> dict:
     Args:
         p: the run.
         stopper: the installed signal catcher.
+        machine: this machine (``machine.describe_machine``).
+        code: the repository's commit (``machine.code_version``), or None.
 
     Returns:
         dict: the result (``study_result.json``): the ``parse_stats`` fields,
         planned epochs and iterations, wall-clocks (``train_s`` summed over
         ``train_processes``), training compute (``train_gflop``, see
-        ``multigrid_study.compute``), folder and arguments.
+        ``multigrid_study.compute``), folder, arguments, machine, commit and
+        the date it finished.
 
     Raises:
         RunFailed: a process failed or the final checkpoint is missing.
         StudyStopped: a stop signal came, or the training was preempted.
     """
-    phase = _continue_or_move_aside(p)
+    phase = _continue_or_move_aside(p, machine)
     os.makedirs(p.run_dir, exist_ok=True)
     if phase != TEST:
         train_cmd = p.command(TRAINING_OVERRIDES)
-        run_process(train_cmd, p.run_dir, "train", "study_train.out", stopper)
+        run_process(train_cmd, p.run_dir, "train", "study_train.out", stopper, machine)
     if not os.path.isfile(p.checkpoint):
         raise RunFailed(f"training left no final checkpoint {p.checkpoint}")
     test_cmd = p.command(testing_overrides(p.checkpoint))
-    test_s = run_process(test_cmd, p.run_dir, "test", "study_test.out", stopper)
+    test_s = run_process(
+        test_cmd, p.run_dir, "test", "study_test.out", stopper, machine
+    )
     with open(os.path.join(p.run_dir, "json_stats.log")) as f:
         stats = parse_stats(f)
     processes = read_progress(p.run_dir)
@@ -161,6 +181,7 @@ def execute(p: PlannedRun, stopper: Stopper) -> dict:
     result["gflop_per_clip"] = gflop_per_shape(stats["clips_per_shape"], gflops_fn)
     result["train_gflop"] = training_gflops(stats["clips_per_shape"], gflops_fn)
     result["args"] = p.args
+    result.update(machine=machine, commit=code, date=time.strftime("%Y-%m-%d"))
     for key in ("epochs", "iterations"):
         if result[key] != result[f"{key}_planned"]:
             print(
@@ -168,23 +189,27 @@ def execute(p: PlannedRun, stopper: Stopper) -> dict:
                 f"{result[f'{key}_planned']}",
                 flush=True,
             )
-    with open(p.result_path, "w") as f:
+    with open(p.result_path + ".tmp", "w") as f:
         json.dump(result, f, indent=1)
+    os.replace(p.result_path + ".tmp", p.result_path)  # never half written
     return result
 
 
-def load_finished(planned: list) -> dict:
+def load_finished(planned: list, machine: dict) -> dict:
     """The results of the planned runs that finished before.
 
     Args:
         planned: the ``PlannedRun`` list.
+        machine: this machine (``machine.describe_machine``).
 
     Returns:
         dict: ``Run`` -> its ``study_result.json``.
 
     Raises:
         ValueError: a finished run was made with another config than the one
-            planned for it (its result would be mixed into this study's).
+            planned for it, or timed on another kind of machine while runs
+            are left to make here (their results would be mixed into this
+            study's).
     """
     results = {}
     for p in planned:
@@ -198,4 +223,14 @@ def load_finished(planned: list) -> dict:
             )
         with open(p.result_path) as f:
             results[p.run] = json.load(f)
+    if len(results) < len(planned):
+        for p in planned:
+            timed = results.get(p.run, {}).get("machine")
+            if not same_machine(timed, machine):
+                raise ValueError(
+                    f"{p.run_dir} was timed on {machine_text(timed)}, this machine "
+                    f"is {machine_text(machine)}: wall-clocks of two kinds of "
+                    "machine do not compare; move the folder away or pass another "
+                    "--out"
+                )
     return results

@@ -1,0 +1,90 @@
+"""The machine a study's runs are timed on, and the code they ran.
+
+Wall-clocks compare only between runs timed on one kind of machine: the same
+CPU model and number of usable CPUs, the same GPU model and count (GPU runs)
+and the same PyTorch. A study records the machine with each run's processes
+and results; it neither resumes a run nor adds new runs to a study timed on
+another kind (the host's name may differ: another node of the same kind is
+the same machine here).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from typing import Optional
+
+import torch
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def describe_machine(gpus: int) -> dict:
+    """This machine, as far as it sets a run's speed.
+
+    Args:
+        gpus: the GPUs a run uses per machine (NUM_GPUS; 0 for a CPU run,
+            which leaves the GPU fields None).
+
+    Returns:
+        dict: ``cpu`` (model), ``cpus`` (usable by this process), ``gpu``
+        (model) and ``gpus`` (NUM_GPUS), ``torch`` (version).
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 0
+    gpu = None
+    if gpus > 0 and torch.cuda.is_available():
+        gpu = torch.cuda.get_device_name(0)
+    return {
+        "cpu": _cpu_model(),
+        "cpus": cpus,
+        "gpu": gpu,
+        "gpus": gpus if gpus > 0 else None,
+        "torch": torch.__version__,
+    }
+
+
+def machine_text(machine: dict) -> str:
+    """One line, e.g. ``"NVIDIA H100 80GB HBM3 x1, 16 CPUs (...), torch 2.13.0"``."""
+    cpus = f"{machine['cpus']} CPUs ({machine['cpu']})"
+    if machine.get("gpu"):
+        return f"{machine['gpu']} x{machine['gpus']}, {cpus}, torch {machine['torch']}"
+    return f"{cpus}, torch {machine['torch']}"
+
+
+def same_machine(a: Optional[dict], b: Optional[dict]) -> bool:
+    """Whether two records describe one kind of machine (an absent record,
+    from an older study, matches any)."""
+    if not a or not b:
+        return True
+    keys = ("cpu", "cpus", "gpu", "gpus", "torch")
+    return all(a.get(key) == b.get(key) for key in keys)
+
+
+def code_version(repo: str) -> Optional[str]:
+    """The repository's commit (``+changes`` when tracked files differ from it);
+    None without git or outside a checkout."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", repo, "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        changes = subprocess.run(
+            ["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + ("+changes" if changes else "")
