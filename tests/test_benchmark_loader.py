@@ -264,3 +264,47 @@ def test_bad_cache_setting_is_rejected():
         tool.parse_args(["--cfg", CFG, "--bn", "sync"])
     args = tool.parse_args(["--cfg", CFG, "TRAIN.BATCH_SIZE", "4", "--workers", "0,2"])
     assert args.opts == ["TRAIN.BATCH_SIZE", "4"] and args.workers == [0, 2]
+
+
+def test_model_rows_time_the_trainers_step_eager_and_compiled(monkeypatch):
+    """The benchmark's step is the trainer's; ``compile`` runs it through
+    ``torch.compile`` with static shapes (recorded here, not compiled: a real
+    compile takes a minute per shape on a CPU)."""
+    import torch
+
+    from slowfast.engine import benchmark
+    from slowfast.engine.step import TrainStep as Step
+
+    compiled = []
+
+    class Recorded(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.inner, self.calls = model, 0
+
+        def forward(self, inputs):
+            self.calls += 1
+            return self.inner(inputs)
+
+    def fake_compile(model, **kwargs):
+        compiled.append(Recorded(model))
+        assert kwargs == {"dynamic": False}
+        return compiled[-1]
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    cfg = load_config([CFG])  # batch 16
+    shapes = benchmark.multigrid_shapes(cfg)[3:5]  # the two smallest batches
+    rows = benchmark.model_rows(
+        cfg, shapes, warmup=0, iters=1, step_modes=("eager", "compile")
+    )
+    assert [row[0] for row in rows] == ["default: contiguous"] * 2 + [
+        "default: contiguous, torch.compile"
+    ] * 2
+    assert len(compiled) == 1 and compiled[0].calls == 2  # one step per shape
+    assert all(row[6] > 0 for row in rows)
+    step = benchmark.TrainStep(cfg)
+    assert type(step.step) is Step and step.step.model is step.model
+    with pytest.raises(ValueError, match="CUDA graphs need a GPU"):
+        benchmark.TrainStep(cfg, mode="graphs")
+    with pytest.raises(ValueError, match="step mode 'jit'"):
+        benchmark.TrainStep(cfg, mode="jit")

@@ -59,6 +59,7 @@ from slowfast.engine.benchmark import (
     MEMORY_FORMATS,
     MODEL_HEADERS,
     PRECISIONS,
+    STEP_MODES,
     Shape,
     TrainStep,
     base_shape_index,
@@ -127,8 +128,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         "--step",
         type=_name_list,
         default=["eager"],
-        help="how the model rows run forward and backward: eager, graphs (one "
-        "CUDA graph per shape; GPU only), or eager,graphs",
+        help="how the model rows run the trainer's step, compared round-robin: "
+        "eager, compile (torch.compile, static shapes; each shape compiles in "
+        "the warm-up), graphs (one CUDA graph per shape; GPU only), e.g. "
+        "eager,compile,graphs",
     )
     parser.add_argument(
         "--all-shapes",
@@ -164,9 +167,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     bad = [p for p in args.precision if p not in PRECISIONS]
     if bad:
         parser.error(f"--precision {bad}: use {', '.join(PRECISIONS)}")
-    bad = [m for m in args.step if m not in ("eager", "graphs")]
+    bad = [m for m in args.step if m not in STEP_MODES]
     if bad or not args.step:
-        parser.error(f"--step {bad}: use eager, graphs or eager,graphs")
+        parser.error(f"--step {bad}: use some of {','.join(STEP_MODES)}")
     args.model = args.model or args.model_only
     return args
 

@@ -2,8 +2,9 @@
 
 Used by ``tools/benchmark_loader.py``. The shapes are the long-cycle shapes
 and the short-cycle crops at the config's shape, with the multigrid batch and
-BN split count; a step is forward, loss, backward and an SGD update on a
-synthetic batch, with sub-batch BN as a multigrid run has it. Shapes (and
+BN split count; a step is the trainer's (forward, loss, statistics, backward
+and an SGD update) on a synthetic batch, with sub-batch BN as a multigrid run
+has it, eager, compiled or replayed from CUDA graphs. Shapes (and
 memory formats, when several are compared) are timed round-robin, one step
 each per round, so that a change in the machine's load hits them alike.
 
@@ -22,9 +23,11 @@ from fvcore.common.config import CfgNode
 
 from slowfast.config.derived import per_process_batch
 from slowfast.engine.bn_grouping import convert_to_sub_bn
+from slowfast.engine.graphed_step import GraphedTrainStep
 from slowfast.engine.losses import get_loss_func
 from slowfast.engine.memory_format import choose_channels_last
 from slowfast.engine.runtime import autocast_factory, make_grad_scaler
+from slowfast.engine.step import TrainStep as Step
 from slowfast.models import build_model, describe_model
 from slowfast.models.model_stats import gflops
 from slowfast.models.norm import set_bn_splits
@@ -34,7 +37,12 @@ from slowfast.multigrid.shapes import (
     long_cycle_shapes,
     short_cycle_crops,
 )
-from slowfast.utils.distributed import get_device, num_processes, procs_per_machine
+from slowfast.utils.distributed import (
+    RunContext,
+    get_device,
+    num_processes,
+    procs_per_machine,
+)
 
 # Memory formats for ``model_rows``: "default" is what a run picks
 # (``engine.memory_format.choose_channels_last``).
@@ -136,24 +144,33 @@ def base_shape_index(cfg: CfgNode, shapes: Sequence[Shape]) -> int:
 PRECISIONS = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
+# How ``TrainStep`` runs forward and backward (``--step`` of the benchmark tool).
+STEP_MODES = ("eager", "compile", "graphs")
+# Compiled graphs kept per model: one per batch shape and BN split count (about
+# ten in a run with both cycles), more than torch's default of 8.
+COMPILED_SHAPES = 64
+
+
 class TrainStep:
-    """Forward, loss, backward and SGD update of the config's model.
+    """The trainer's training step on the config's model, for timing.
 
     The model is built by ``build_model`` (its memory format included) with
     sub-batch BN layers, as the trainer builds it for a multigrid run, on the
     trainer's device (GPU 0 when NUM_GPUS > 0) and with its precision
     (TRAIN.MIXED_PRECISION: fp16 autocast and a GradScaler on GPU, bf16 on CPU)
-    unless ``precision`` names another.
-
-    With ``graphs`` (CUDA only) forward and backward of each shape are
-    captured once in a CUDA graph and replayed; the SGD update runs eagerly.
+    unless ``precision`` names another. A step is the trainer's own
+    (``engine/step.py``: forward, loss, statistics, backward, SGD update; with
+    ``mode="graphs"`` ``engine/graphed_step.py``) on a batch of this process.
 
     Args:
         cfg: the run's config.
         plain_bn: one BN group per batch at every shape (what a baseline run
             has) instead of the shape's multigrid BN splits.
         precision: "fp32", "fp16" or "bf16" autocast; None: the config's.
-        graphs: replay each shape's forward and backward from a CUDA graph.
+        mode: "eager"; "compile" (the model through ``torch.compile`` with
+            static shapes: each batch shape compiles at its first step); or
+            "graphs" (forward and backward replayed from one CUDA graph per
+            shape, as TRAIN.CUDA_GRAPHS; GPU only).
     """
 
     def __init__(
@@ -161,83 +178,56 @@ class TrainStep:
         cfg: CfgNode,
         plain_bn: bool = False,
         precision: Optional[str] = None,
-        graphs: bool = False,
+        mode: str = "eager",
     ) -> None:
+        if mode not in STEP_MODES:
+            raise ValueError(f"step mode {mode!r}: use one of {', '.join(STEP_MODES)}")
         self.device = get_device(cfg)
+        if mode == "graphs" and self.device.type != "cuda":
+            raise ValueError("CUDA graphs need a GPU (NUM_GPUS > 0)")
         self.model = convert_to_sub_bn(
             build_model(cfg, choose_channels_last(cfg)).train()
         ).to(self.device)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3, momentum=0.9)
-        self.loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
-        self.autocast = autocast_factory(cfg, self.device)
-        self.scaler = make_grad_scaler(cfg, self.device)
+        optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3, momentum=0.9)
+        autocast = autocast_factory(cfg, self.device)
+        scaler = make_grad_scaler(cfg, self.device)
         if precision is not None:
             dtype = PRECISIONS[precision]
             on = dtype is not None
-            self.autocast = lambda: torch.autocast(self.device.type, dtype, enabled=on)
+            autocast = lambda: torch.autocast(self.device.type, dtype, enabled=on)  # noqa: E731
             fp16_gpu = dtype == torch.float16 and self.device.type == "cuda"
-            self.scaler = torch.amp.GradScaler("cuda") if fp16_gpu else None
-        if graphs and self.device.type != "cuda":
-            raise ValueError("CUDA graphs need a GPU (NUM_GPUS > 0)")
-        self.graphs = {} if graphs else None
-        self._pool = torch.cuda.graph_pool_handle() if graphs else None
+            scaler = torch.amp.GradScaler("cuda") if fp16_gpu else None
+        self.compiled = mode == "compile"
+        net = torch.compile(self.model, dynamic=False) if self.compiled else self.model
+        step_class = GraphedTrainStep if mode == "graphs" else Step
+        self.step = step_class(
+            net,
+            optimizer,
+            get_loss_func(cfg.MODEL.LOSS_FUNC),
+            RunContext(device=self.device),
+            autocast,
+            scaler,
+            None,
+            cfg.DATA.MULTI_LABEL,
+        )
         self.plain_bn = plain_bn
-        self.splits = 1
 
     def set_shape(self, shape: Shape) -> None:
         """Sets the BN splits of ``shape`` (1 with plain BN) for the next steps."""
-        self.splits = 1 if self.plain_bn else shape.bn_splits
-        set_bn_splits(self.model, self.splits)
+        set_bn_splits(self.model, 1 if self.plain_bn else shape.bn_splits)
 
     def synchronize(self) -> None:
         """Waits for the device's queued work (a no-op on CPU)."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def _forward_backward(self, inputs, labels) -> torch.Tensor:
-        with self.autocast():
-            loss = self.loss_fn(self.model(inputs).float(), labels)
-        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
-        return loss
-
-    def _graphed(self, inputs, labels) -> None:
-        """Replays (capturing first) the graph of these inputs' shape."""
-        key = (tuple(x.shape for x in inputs), self.splits)
-        if key not in self.graphs:
-            for p in self.model.parameters():  # static grads, outside the pools
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
-            static = ([x.clone() for x in inputs], labels.clone())
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(2):
-                    self._forward_backward(*static)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self._pool):
-                self._forward_backward(*static)
-            self.graphs[key] = (graph, static)
-        graph, (static_inputs, static_labels) = self.graphs[key]
-        for dst, src in zip(static_inputs, inputs):
-            dst.copy_(src, non_blocking=True)
-        static_labels.copy_(labels, non_blocking=True)
-        self.optimizer.zero_grad(set_to_none=False)
-        graph.replay()
-
     def __call__(self, inputs: Sequence[torch.Tensor], labels: torch.Tensor) -> None:
-        inputs = [x.to(self.device, non_blocking=True) for x in inputs]
-        labels = labels.to(self.device, non_blocking=True)
-        if self.graphs is None:
-            self.optimizer.zero_grad(set_to_none=True)
-            self._forward_backward(inputs, labels)
-        else:
-            self._graphed(inputs, labels)
-        if self.scaler is None:
-            self.optimizer.step()
-        else:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
+        batch = (inputs, labels, None, {"num_failed": 0})
+        if not self.compiled:
+            self.step(batch)
+            return
+        with torch._dynamo.config.patch(recompile_limit=COMPILED_SHAPES):
+            self.step(batch)
 
 
 def synthetic_batch(cfg: CfgNode, shape: Shape) -> tuple:
@@ -259,19 +249,20 @@ def synthetic_batch(cfg: CfgNode, shape: Shape) -> tuple:
 
 @dataclass(frozen=True)
 class Variant:
-    """One way of running the step: memory format, BN, precision, graphs."""
+    """One way of running the step: memory format, BN, precision, step mode."""
 
     memory_format: str = "default"
     plain_bn: bool = False
     precision: Optional[str] = None
-    graphs: bool = False
+    mode: str = "eager"
 
     def label(self, picked: str) -> str:
         """How a row names it (``picked``: the default memory format)."""
         text = self.memory_format.replace("default", f"default: {picked}")
         text += ", plain BN" if self.plain_bn else ""
         text += f", {self.precision}" if self.precision else ""
-        return text + (", CUDA graphs" if self.graphs else "")
+        modes = {"eager": "", "compile": ", torch.compile", "graphs": ", CUDA graphs"}
+        return text + modes[self.mode]
 
 
 def format_cfg(cfg: CfgNode, memory_format: str) -> CfgNode:
@@ -335,7 +326,7 @@ def model_rows(
 
     The variants are every memory format with every BN variant ("sub": the
     shape's multigrid BN splits; "plain": one BN group per batch), precision
-    (None: the config's) and step mode ("eager", or "graphs": CUDA graphs).
+    (None: the config's) and step mode (``STEP_MODES``, see ``TrainStep``).
 
     ms/step is the median over ``iters`` steps, spread its range (max - min)
     in percent of it; GFLOP/clip the fvcore forward count of one clip (eval
@@ -343,14 +334,14 @@ def model_rows(
     forwards; efficiency is relative to the base shape in the same variant.
     """
     variants = [
-        Variant(f, bn == "plain", p, mode == "graphs")
+        Variant(f, bn == "plain", p, mode)
         for f in formats
         for p in precisions
         for mode in step_modes
         for bn in bn_variants
     ]
     steps = [
-        TrainStep(format_cfg(cfg, v.memory_format), v.plain_bn, v.precision, v.graphs)
+        TrainStep(format_cfg(cfg, v.memory_format), v.plain_bn, v.precision, v.mode)
         for v in variants
     ]
     flops = [gflops(steps[0].model, cfg, s.frames, s.crop) for s in shapes]

@@ -54,9 +54,10 @@ class StudyStopped(Exception):
 
 
 class Stopper(StopSignals):
-    """The stop signals, caught while installed and passed on to the running
-    process (a signal sent to the whole process group reaches it twice; the
-    trainer stops once).
+    """The stop signals, caught while installed and passed on to the running process.
+
+    A signal sent to the whole process group reaches the process twice; the
+    trainer stops once.
 
     Args:
         signums: the signals to catch.

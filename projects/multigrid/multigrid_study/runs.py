@@ -1,5 +1,7 @@
-"""A planned run of the study: its processes (training, then the test of its
-final checkpoint), resumed after a stop or started over, and its result.
+"""A planned run of the study: its processes and its result.
+
+Training, then the test of its final checkpoint; a run stopped before resumes
+or is only tested (``progress.py``), any other unfinished one starts over.
 """
 
 from __future__ import annotations
