@@ -269,21 +269,27 @@ def test_bad_cache_setting_is_rejected():
 def test_model_rows_time_the_trainers_step_eager_and_compiled(monkeypatch):
     """The benchmark's step is the trainer's; ``compile`` runs it through
     ``torch.compile`` with static shapes (recorded here, not compiled: a real
-    compile takes a minute per shape on a CPU)."""
+    compile takes a minute per shape on a CPU), with room for every shape's
+    graph and no silent fallback to eager."""
     import torch
 
     from slowfast.engine import benchmark
+    from slowfast.engine.loop import StepStats
     from slowfast.engine.step import TrainStep as Step
+    from slowfast.models.norm import SubBatchNorm3d
 
-    compiled = []
+    compiled, splits_seen = [], []
 
     class Recorded(torch.nn.Module):
         def __init__(self, model):
             super().__init__()
-            self.inner, self.calls = model, 0
+            self.inner = model
 
         def forward(self, inputs):
-            self.calls += 1
+            config = torch._dynamo.config
+            assert config.cache_size_limit >= 2 and config.fail_on_cache_limit_hit
+            bn = next(m for m in self.modules() if isinstance(m, SubBatchNorm3d))
+            splits_seen.append((inputs[0].shape[0], bn.num_splits))
             return self.inner(inputs)
 
     def fake_compile(model, **kwargs):
@@ -293,18 +299,34 @@ def test_model_rows_time_the_trainers_step_eager_and_compiled(monkeypatch):
 
     monkeypatch.setattr(torch, "compile", fake_compile)
     cfg = load_config([CFG])  # batch 16
-    shapes = benchmark.multigrid_shapes(cfg)[3:5]  # the two smallest batches
+    shapes = [benchmark.multigrid_shapes(cfg)[i] for i in (0, 3)]  # 16, 2 splits
     rows = benchmark.model_rows(
         cfg, shapes, warmup=0, iters=1, step_modes=("eager", "compile")
     )
     assert [row[0] for row in rows] == ["default: contiguous"] * 2 + [
         "default: contiguous, torch.compile"
     ] * 2
-    assert len(compiled) == 1 and compiled[0].calls == 2  # one step per shape
+    assert len(compiled) == 1
+    assert splits_seen == [(s.batch, s.bn_splits) for s in shapes]  # one step each
+    assert [s.bn_splits for s in shapes] == [16, 2]
     assert all(row[6] > 0 for row in rows)
+    assert torch._dynamo.config.cache_size_limit == 8  # restored
+
     step = benchmark.TrainStep(cfg)
     assert type(step.step) is Step and step.step.model is step.model
+    assert step.step.multi_label is False and not step.step.clip
+    skipped = StepStats(float("nan"), 0.0, 0.0, 0.0, applied=False)
+    monkeypatch.setattr(step, "step", lambda batch: skipped)
+    with pytest.raises(RuntimeError, match="non-finite training loss"):
+        step(*benchmark.synthetic_batch(cfg, shapes[1]))
     with pytest.raises(ValueError, match="CUDA graphs need a GPU"):
         benchmark.TrainStep(cfg, mode="graphs")
     with pytest.raises(ValueError, match="step mode 'jit'"):
         benchmark.TrainStep(cfg, mode="jit")
+
+
+def test_compile_and_graphs_need_a_warm_up_step():
+    tool = _load_tool()
+    with pytest.raises(SystemExit):
+        tool.parse_args(["--cfg", CFG, "--step", "eager,compile", "--warmup", "0"])
+    assert tool.parse_args(["--cfg", CFG, "--step", "eager", "--warmup", "0"])

@@ -170,6 +170,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     bad = [m for m in args.step if m not in STEP_MODES]
     if bad or not args.step:
         parser.error(f"--step {bad}: use some of {','.join(STEP_MODES)}")
+    if args.warmup < 1 and set(args.step) & {"compile", "graphs"}:
+        parser.error(
+            "--step compile/graphs: --warmup 1 or more (the first step of "
+            "each shape compiles or captures)"
+        )
     args.model = args.model or args.model_only
     return args
 
@@ -315,8 +320,8 @@ def run(args: argparse.Namespace, base: CfgNode, shapes: list) -> Dict[str, list
         )
         print(
             f"\nModel alone ({base.MODEL.MODEL_NAME} on {_device_name(base)}, "
-            "synthetic batches, forward + "
-            f"backward + SGD, {torch.get_num_threads()} threads, shapes "
+            "synthetic batches, the trainer's step: forward, loss and its "
+            f"statistics, backward, SGD; {torch.get_num_threads()} threads, shapes "
             f"round-robin, median of {args.iters} steps after {args.warmup}; "
             "GFLOP/clip: fvcore forward; GFLOP/s: 3 x forward; efficiency: "
             "FLOP rate relative to the base shape's):"

@@ -16,7 +16,7 @@ fvcore forward FLOPs of one clip and ``c`` clips/s, ``(c / c_base) / (F_base
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import ContextManager, Dict, List, Optional, Sequence
 
 import torch
 from fvcore.common.config import CfgNode
@@ -146,9 +146,22 @@ PRECISIONS = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 # How ``TrainStep`` runs forward and backward (``--step`` of the benchmark tool).
 STEP_MODES = ("eager", "compile", "graphs")
-# Compiled graphs kept per model: one per batch shape and BN split count (about
-# ten in a run with both cycles), more than torch's default of 8.
-COMPILED_SHAPES = 64
+
+
+def compile_limits(graphs: int) -> ContextManager:
+    """A context in which torch.compile keeps ``graphs`` graphs of a forward.
+
+    Past them it fails, where it would run eager silently. Dynamo counts the
+    graphs of one code object (``forward``) over every compiled model of the
+    process: one per batch shape, BN split count, memory format and precision
+    (torch's default keeps 8).
+    """
+    config = torch._dynamo.config
+    limits = {"cache_size_limit": graphs}
+    more = {"accumulated_cache_size_limit": max(graphs, 256)}
+    more["fail_on_cache_limit_hit"] = True
+    limits.update((k, v) for k, v in more.items() if hasattr(config, k))  # older torch
+    return config.patch(**limits)
 
 
 class TrainStep:
@@ -197,8 +210,8 @@ class TrainStep:
             autocast = lambda: torch.autocast(self.device.type, dtype, enabled=on)  # noqa: E731
             fp16_gpu = dtype == torch.float16 and self.device.type == "cuda"
             scaler = torch.amp.GradScaler("cuda") if fp16_gpu else None
-        self.compiled = mode == "compile"
-        net = torch.compile(self.model, dynamic=False) if self.compiled else self.model
+        compiled = mode == "compile"
+        net = torch.compile(self.model, dynamic=False) if compiled else self.model
         step_class = GraphedTrainStep if mode == "graphs" else Step
         self.step = step_class(
             net,
@@ -206,9 +219,9 @@ class TrainStep:
             get_loss_func(cfg.MODEL.LOSS_FUNC),
             RunContext(device=self.device),
             autocast,
-            scaler,
-            None,
-            cfg.DATA.MULTI_LABEL,
+            scaler=scaler,
+            clip_grad_norm=cfg.SOLVER.CLIP_GRAD_L2NORM,
+            multi_label=cfg.DATA.MULTI_LABEL,
         )
         self.plain_bn = plain_bn
 
@@ -222,12 +235,18 @@ class TrainStep:
             torch.cuda.synchronize(self.device)
 
     def __call__(self, inputs: Sequence[torch.Tensor], labels: torch.Tensor) -> None:
-        batch = (inputs, labels, None, {"num_failed": 0})
-        if not self.compiled:
-            self.step(batch)
-            return
-        with torch._dynamo.config.patch(recompile_limit=COMPILED_SHAPES):
-            self.step(batch)
+        """One training step on the batch.
+
+        Raises:
+            RuntimeError: the loss was not finite, so the step skipped its
+                update (its time would not be a step's).
+        """
+        stats = self.step((inputs, labels, None, {"num_failed": 0}))
+        if not stats.applied:
+            raise RuntimeError(
+                f"non-finite training loss ({stats.loss}) on a synthetic batch of "
+                f"{tuple(inputs[-1].shape)}: the step skipped its update"
+            )
 
 
 def synthetic_batch(cfg: CfgNode, shape: Shape) -> tuple:
@@ -345,7 +364,9 @@ def model_rows(
         for v in variants
     ]
     flops = [gflops(steps[0].model, cfg, s.frames, s.crop) for s in shapes]
-    times = time_steps(cfg, steps, shapes, warmup, iters)
+    compiled = sum(v.mode == "compile" for v in variants)
+    with compile_limits(max(8, 2 * len(shapes) * compiled)):
+        times = time_steps(cfg, steps, shapes, warmup, iters)
     base = base_shape_index(cfg, shapes)
     picked = "channels_last_3d" if choose_channels_last(cfg) else "contiguous"
     rows = []
