@@ -11,13 +11,15 @@ trains). For each decoded-frame-cache setting and worker count the project's
 own loader (``construct_loader`` with a per-shape ``plan_fn``) is timed after
 warm-up batches; the tables give medians over the timed batches. With 0 workers a
 sample of items is also timed in-process, split into decode and transform.
-``--model`` adds the model's forward+backward+SGD throughput per shape, alone
-and fed by the loader (loader workers and model share the CPU); alone, with
-its FLOP rate and efficiency relative to the base shape (see
-``slowfast/engine/benchmark.py``). ``--model-only`` times the model alone, on
-synthetic batches: no data needed. The model runs where the trainer runs it
-(GPU 0 when NUM_GPUS > 0, with TRAIN.MIXED_PRECISION as in training); ``--bn
-sub,plain`` compares multigrid's sub-batch BN with one BN group per batch.
+``--model`` adds the throughput of the trainer's step (forward, loss and its
+statistics, backward, SGD update) per shape, alone and fed by the loader
+(loader workers and model share the CPU); alone, with its FLOP rate and
+efficiency relative to the base shape, eager, compiled or CUDA-graphed
+(``--step``; see ``slowfast/engine/benchmark.py``). ``--model-only`` times the
+model alone, on synthetic batches: no data needed. The model runs where the
+trainer runs it (GPU 0 when NUM_GPUS > 0, with TRAIN.MIXED_PRECISION as in
+training); ``--bn sub,plain`` compares multigrid's sub-batch BN with one BN
+group per batch.
 
 Example:
     python tools/benchmark_loader.py --cfg configs/Demo/Kinetics_I3D_tiny_bench.yaml \
@@ -248,12 +250,14 @@ def _model_cells(row: list) -> list:
     return row[:9] + [f"{row[9]:.3g}"] + row[10:]
 
 
-def _device_name(cfg) -> str:
-    """Where the model steps run, in words."""
-    if cfg.NUM_GPUS > 0 and torch.cuda.is_available():
-        precision = ", fp16 autocast" if cfg.TRAIN.MIXED_PRECISION else ""
-        return torch.cuda.get_device_name(0) + precision
-    return "CPU" + (", bf16 autocast" if cfg.TRAIN.MIXED_PRECISION else "")
+def _device_name(cfg, precisions: list) -> str:
+    """Where the model steps run, in words; the config's autocast unless the
+    rows name their own ``precisions``."""
+    on_gpu = cfg.NUM_GPUS > 0 and torch.cuda.is_available()
+    name = torch.cuda.get_device_name(0) if on_gpu else "CPU"
+    if cfg.TRAIN.MIXED_PRECISION and not precisions:
+        name += ", fp16 autocast" if on_gpu else ", bf16 autocast"
+    return name
 
 
 def print_capacity(args, cfg, shapes, results) -> list:
@@ -318,8 +322,9 @@ def run(args: argparse.Namespace, base: CfgNode, shapes: list) -> Dict[str, list
             args.precision or [None],
             args.step,
         )
+        device = _device_name(base, args.precision)
         print(
-            f"\nModel alone ({base.MODEL.MODEL_NAME} on {_device_name(base)}, "
+            f"\nModel alone ({base.MODEL.MODEL_NAME} on {device}, "
             "synthetic batches, the trainer's step: forward, loss and its "
             f"statistics, backward, SGD; {torch.get_num_threads()} threads, shapes "
             f"round-robin, median of {args.iters} steps after {args.warmup}; "

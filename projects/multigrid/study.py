@@ -17,13 +17,15 @@ Every run is the base config (and the KEY VALUE overrides) with:
   baseline at 1x and the default multigrid at 1.5x epochs are both budget 1;
 * RNG_SEED = seed and OUTPUT_DIR = DIR/runs/<arm>_b<budget>_s<seed>.
 
-Each run is two ``tools/run_net.py`` processes, timed separately: training
+Each run is ``tools/run_net.py`` processes, timed separately: training
 (TEST.ENABLE False) and testing (TRAIN.ENABLE False, TEST.ENABLE True) of the
-final checkpoint. The training wall-clock is the whole process (start-up, the
-training loop, precise BN and the final checkpoint). TRAIN.EVAL_PERIOD is 0 (no
-validation in training: the test process scores the final checkpoint) and
-TRAIN.CHECKPOINT_PERIOD is set so that only the last epoch saves, so no
-evaluation counts as training time; --keep-periods keeps the config's periods.
+final checkpoint; a stopped run resumes in further training processes (below).
+The training wall-clock is the whole training process (start-up, the training
+loop, precise BN and the final checkpoint), summed over its processes.
+TRAIN.EVAL_PERIOD is 0 (no validation in training: the test process scores the
+final checkpoint) and TRAIN.CHECKPOINT_PERIOD is set so that only the last
+epoch saves, so no evaluation counts as training time; --keep-periods keeps the
+config's periods.
 A run's console output goes to ``study_train.out`` / ``study_test.out`` in its
 folder. Each run's training compute (clips x fvcore GFLOPs per clip at each
 shape) gives the table's "speedup (compute)": what a perfectly efficient
@@ -40,7 +42,8 @@ mid-epoch checkpoint; the same command resumes that run from it, and its
 training wall-clock sums its training processes'
 (``multigrid_study/progress.py``); a run trained to the end but not tested is
 only tested. Any other run folder without a result is moved aside to
-``<name>.stale-<time>`` and the run starts over. Runs are
+``<name>.stale-<time>`` and the run starts over, unless a live process holds
+its run lock: then it is left alone and the run reported failed. Runs are
 timed on one kind of machine (``multigrid_study/machine.py``): a study with
 runs left to make refuses a finished run timed on another.
 
