@@ -162,6 +162,7 @@ def test_parse_stats_from_a_synthetic_log():
     assert result["data_wait_share_per_shape"] == {"16x2x45": 0.25, "4x8x64": 0.0}
     assert (result["val_top1"], result["val_top5"]) == (80.0, 95.0)
     assert (result["test_top1"], result["test_top5"]) == (75.0, 97.5)
+    assert [(p["epoch"], p["time_s"]) for p in result["curve"]] == [(1, 4.0), (2, 10.0)]
     assert result["test_map"] is None and result["val_map"] is None
     # A resume from epoch 1's checkpoint replays epoch 2: counted once.
     resume = _line(_type="resume", epoch=1, checkpoint="c1")

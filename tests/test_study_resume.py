@@ -170,6 +170,10 @@ def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(
     assert result["epochs"] == result["epochs_planned"]
     assert result["test_top1"] is not None
     assert "--- study: train process 2 ---" in (run_dir / "study_train.out").read_text()
+    assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    curve = result["curve"]  # every epoch once, resumed or not
+    assert [p["epoch"] for p in curve] == list(range(1, result["epochs"] + 1))
+    assert all(p["loss"] > 0 and p["lr"] > 0 for p in curve)
     assert "1 run(s) trained in more than one process" in (out / "table.md").read_text()
     assert not [p for p in (out / "runs").iterdir() if ".stale-" in p.name]
     assert result["machine"] == records[0]["machine"] == sm.describe_machine(0)

@@ -49,7 +49,8 @@ runs left to make refuses a finished run timed on another.
 
 DIR (default: the config's OUTPUT_DIR + ``_study``) gets ``runs.csv``,
 ``runs.json``, ``table.md``, ``shapes.md`` (per-shape throughput against the
-FLOP-ideal and data wait) and ``plot.png`` for the runs of this command line.
+FLOP-ideal and data wait), ``plot.png`` and ``curves.png`` (training loss and
+LR per epoch) for the runs of this command line.
 Exit status: 0, 1 when a run failed, 2 for a bad command line or config or a
 finished run made with another config or timed on another machine (before
 any run starts), 75 when a stop signal stopped the study.
@@ -227,7 +228,8 @@ def main(argv: Optional[list] = None) -> int:
     finished = [results[p.run] for p in planned if p.run in results]
     if finished:
         print(write_outputs(out, finished, multi_label, planned[0].cfg))
-        print(f"written: {out}/runs.csv, runs.json, table.md, shapes.md, plot.png")
+        names = "runs.csv, runs.json, table.md, shapes.md, plot.png, curves.png"
+        print(f"written: {out}/{names}")
     if failed:
         print(f"{len(failed)} run(s) failed: {', '.join(failed)}", file=sys.stderr)
     if stopped:

@@ -1,4 +1,5 @@
-"""The files a study writes: runs.csv, runs.json, table.md, shapes.md, plot.png."""
+"""The files a study writes: runs.csv, runs.json, table.md, shapes.md, plot.png,
+curves.png."""
 
 from __future__ import annotations
 
@@ -57,6 +58,48 @@ def plot_study(rows: list, path: str, multi_label: bool = False) -> None:
     fig.savefig(path, dpi=100)
 
 
+def plot_curves(results: list, path: str) -> None:
+    """Training loss and LR per epoch against training-loop time (PNG).
+
+    One line per run: colour by arm, line style by budget. Where a run's loss
+    jumps (e.g. at a long-cycle shape's LR) shows when and at which LR.
+
+    Args:
+        results: run results with a ``curve`` (``parse_stats``; others are
+            left out).
+        path: output image file.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 7.2))
+    FigureCanvasAgg(fig)
+    loss_ax = fig.add_subplot(2, 1, 1)
+    lr_ax = fig.add_subplot(2, 1, 2, sharex=loss_ax)
+    arms = list(dict.fromkeys(r["arm"] for r in results))
+    budgets = sorted({r["budget"] for r in results})
+    for r in results:
+        curve = [p for p in r.get("curve") or [] if p["loss"] is not None]
+        if not curve:
+            continue
+        style = {"color": f"C{arms.index(r['arm']) % 10}", "marker": "."}
+        style["linestyle"] = ("-", "--", ":", "-.")[budgets.index(r["budget"]) % 4]
+        label = f"{r['arm']} {r['budget']:g}x s{r['seed']}"
+        times = [p["time_s"] for p in curve]
+        loss_ax.plot(times, [p["loss"] for p in curve], label=label, **style)
+        lr_ax.plot(times, [p["lr"] for p in curve], **style)
+    loss_ax.set_ylabel("training loss (epoch mean)")
+    loss_ax.set_title("training curves (labels: arm, budget, seed)")
+    loss_ax.grid(True, alpha=0.3)
+    if loss_ax.lines:
+        loss_ax.legend(fontsize="small")
+    lr_ax.set_ylabel("LR at the epoch's end")
+    lr_ax.set_xlabel("training-loop time (s)")
+    lr_ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
 def _provenance(results: list) -> str:
     """The table's last line: machine(s), commit(s) and dates of the runs."""
     recorded = [r for r in results if r.get("machine")]
@@ -75,7 +118,7 @@ def _provenance(results: list) -> str:
 def write_outputs(
     out: str, results: list, multi_label: bool, cfg: Optional[CfgNode] = None
 ) -> str:
-    """Writes runs.csv, runs.json, table.md, shapes.md and plot.png.
+    """Writes runs.csv, runs.json, table.md, shapes.md, plot.png and curves.png.
 
     Args:
         out: the study folder.
@@ -113,4 +156,5 @@ def write_outputs(
     with open(os.path.join(out, "shapes.md"), "w") as f:
         f.write(format_shapes(shape_rows(results)))
     plot_study(rows, os.path.join(out, "plot.png"), multi_label)
+    plot_curves(results, os.path.join(out, "curves.png"))
     return table

@@ -31,6 +31,17 @@ def _metrics(prefix: str, stats: Optional[dict]) -> dict:
     return out
 
 
+def _curve(epochs: list) -> list:
+    """Per epoch: number, training-loop seconds at its end, loss, LR, top-1 error."""
+    elapsed, curve = 0.0, []
+    for stats in epochs:
+        elapsed += stats["time_epoch"]
+        point = {"epoch": int(stats["epoch"].split("/")[0]), "time_s": elapsed}
+        point.update({key: stats.get(key) for key in ("loss", "lr", "top1_err")})
+        curve.append(point)
+    return curve
+
+
 def parse_stats(lines: Iterable[str]) -> dict:
     """Summarises a run's ``json_stats.log``.
 
@@ -47,8 +58,10 @@ def parse_stats(lines: Iterable[str]) -> dict:
         ``clips_per_s`` (shape -> clips / data+compute seconds),
         ``clips_per_shape`` (shape -> clips trained),
         ``data_wait_share_per_shape`` (shape -> data wait / data+compute
-        seconds), and the last
-        val and test metrics as ``val_top1`` ... ``test_map`` (percent).
+        seconds), ``curve`` (per epoch: its number, the training-loop time
+        at its end, its mean loss, its LR and top-1 error; None where the
+        log has none), and the last val and test metrics as ``val_top1`` ...
+        ``test_map`` (percent).
     """
     epochs, last = [], {}
     for line in lines:
@@ -86,6 +99,7 @@ def parse_stats(lines: Iterable[str]) -> dict:
             shape: s["data"] / s["time"] for shape, s in shapes.items() if s["time"]
         },
     }
+    result["curve"] = _curve(epochs)
     result.update(_metrics("val", last.get("val_epoch")))
     result.update(_metrics("test", last.get("test_final")))
     return result
