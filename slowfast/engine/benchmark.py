@@ -16,6 +16,7 @@ fvcore forward FLOPs of one clip and ``c`` clips/s, ``(c / c_base) / (F_base
 import statistics
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import ContextManager, Dict, List, Optional, Sequence
 
 import torch
@@ -207,7 +208,7 @@ class TrainStep:
         if precision is not None:
             dtype = PRECISIONS[precision]
             on = dtype is not None
-            autocast = lambda: torch.autocast(self.device.type, dtype, enabled=on)  # noqa: E731
+            autocast = partial(torch.autocast, self.device.type, dtype, enabled=on)
             fp16_gpu = dtype == torch.float16 and self.device.type == "cuda"
             scaler = torch.amp.GradScaler("cuda") if fp16_gpu else None
         compiled = mode == "compile"
