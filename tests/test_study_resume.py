@@ -192,3 +192,42 @@ def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(
     assert "(another CPU), torch" in err[0] and "do not compare" in err[0]
     assert study.main(argv) == 0
     assert "(another CPU)" in (out / "table.md").read_text()
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_study_in_one_line(demo_data, tmp_path):
+    """Ctrl-C (SIGINT to the foreground process group) is no stop signal: the
+    study ends with status 130 and one line, no traceback, and the run it
+    interrupted starts over next time."""
+    out = tmp_path / "study"
+    argv = [
+        "--cfg", DEMO_MULTIGRID, "--arms", "baseline", "--budgets", "1",
+        "--out", str(out),
+        "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics_x6"),
+        "DATA.PATH_PREFIX", str(demo_data / "kinetics"),
+        "DATA_LOADER.NUM_WORKERS", "0", "LOG_MODEL_INFO", "False", "LOG_PERIOD", "1",
+        "TRAIN.BATCH_SIZE", "2", "SOLVER.MAX_EPOCH", "4", "SOLVER.STEPS", "[0, 2]",
+        "SOLVER.LRS", "[1, 0.1]",
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, STUDY_PATH, *argv], env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    run_dir = out / "runs" / "baseline_b1_s0"
+    stats = run_dir / "json_stats.log"
+    deadline = time.time() + 300
+    while not (stats.exists() and "train_iter" in stats.read_text()):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stdout + stderr
+    assert stderr.strip().splitlines() == [
+        "stopped by Ctrl-C in baseline_b1_s0, which starts over next time (to stop "
+        "resumably, send SIGTERM); run the same command to go on"
+    ]
+    (record,) = sp.read_progress(str(run_dir))
+    assert record["status"] not in (None, 0, EXIT_PREEMPTED)
+    assert "stopped_by" not in record
+    assert sp.next_phase([record], True, False, record["machine"])[0] == sp.START

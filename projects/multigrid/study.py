@@ -53,7 +53,7 @@ FLOP-ideal and data wait), ``plot.png`` and ``curves.png`` (training loss and
 LR per epoch) for the runs of this command line.
 Exit status: 0, 1 when a run failed, 2 for a bad command line or config or a
 finished run made with another config or timed on another machine (before
-any run starts), 75 when a stop signal stopped the study.
+any run starts), 75 when a stop signal stopped the study, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ from multigrid_study.runs import (  # noqa: E402
 )
 
 DEFAULT_INIT_METHOD = "tcp://localhost:9999"
+EXIT_INTERRUPTED = 130  # a shell's status for a process ended by Ctrl-C (SIGINT)
 
 
 def parse_args(argv: Optional[list] = None) -> tuple:
@@ -195,7 +196,8 @@ def main(argv: Optional[list] = None) -> int:
 
     Returns:
         int: 0; 1 when a run failed; 2 for a bad command line or config;
-        EXIT_PREEMPTED (75) when a stop signal stopped the study.
+        EXIT_PREEMPTED (75) when a stop signal stopped the study; 130 on
+        Ctrl-C (the run it interrupted starts over).
     """
     args, run_args = parse_args(argv)
     try:
@@ -234,7 +236,7 @@ def main(argv: Optional[list] = None) -> int:
         print(f"{len(failed)} run(s) failed: {', '.join(failed)}", file=sys.stderr)
     if stopped:
         print(f"{stopped}; run the same command to go on", file=sys.stderr)
-        return EXIT_PREEMPTED
+        return EXIT_PREEMPTED if stopped.resumable else EXIT_INTERRUPTED
     return 1 if failed else 0
 
 
@@ -267,6 +269,10 @@ def _run_all(
             result = results[p.run] = execute(p, stopper, machine, code)
         except StudyStopped as err:
             return failed, err
+        except KeyboardInterrupt:
+            where = f"by Ctrl-C in {p.run.name}, which starts over next time (to "
+            where += "stop resumably, send SIGTERM)"
+            return failed, StudyStopped(0, where, resumable=False)
         except (RunFailed, OSError, ValueError) as err:
             failed.append(p.run.name)
             print(f"    failed: {err}", flush=True)

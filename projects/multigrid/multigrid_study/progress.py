@@ -44,11 +44,13 @@ class StudyStopped(Exception):
     """A stop signal reached the study, or a training process was preempted.
 
     Attributes:
-        signum: the signal the study got (0: only the process got one).
+        signum: the signal the study got (0: none, or Ctrl-C).
+        resumable: the run it stopped goes on from its checkpoint next time
+            (False after Ctrl-C: it starts over).
     """
 
-    def __init__(self, signum: int, where: str) -> None:
-        self.signum = signum
+    def __init__(self, signum: int, where: str, resumable: bool = True) -> None:
+        self.signum, self.resumable = signum, resumable
         what = f"stopped by {signal_name(signum)}" if signum else "stopped"
         super().__init__(f"{what} {where}")
 
