@@ -107,17 +107,10 @@ def test_a_failed_process_is_recorded_and_its_log_appended(tmp_path):
     assert log == ["first", "--- study: train process 2 ---", "boom"]
 
 
-@pytest.mark.slow
-def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(
-    demo_data, tmp_path, capsys
-):
-    """SIGTERM to the study process only: it passes it on, the training saves a
-    mid-epoch checkpoint, the study exits 75; the same command finishes the run
-    from there with the planned iterations and both processes' wall-clock."""
-    out = tmp_path / "study"
-    argv = [
-        "--cfg", DEMO_MULTIGRID, "--arms", "long_short", "--budgets", "1",
-        "--out", str(out),
+def _tiny_study_argv(demo_data, out, arm):
+    """A one-run study of the tiny demo config, a few seconds per epoch."""
+    return [
+        "--cfg", DEMO_MULTIGRID, "--arms", arm, "--budgets", "1", "--out", str(out),
         "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics_x6"),
         "DATA.PATH_PREFIX", str(demo_data / "kinetics"),
         "DATA_LOADER.NUM_WORKERS", "0", "LOG_MODEL_INFO", "False", "LOG_PERIOD", "1",
@@ -126,17 +119,35 @@ def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(
         "BN.USE_PRECISE_STATS", "False", "TEST.BATCH_SIZE", "5",
         "TEST.NUM_ENSEMBLE_VIEWS", "1", "TEST.NUM_SPATIAL_CROPS", "1",
     ]  # fmt: skip
+
+
+def _start_training(argv, run_dir, new_session=False):
+    """The study in a process, once its training has logged an iteration."""
     env = dict(os.environ, PYTHONPATH=REPO_ROOT)
     proc = subprocess.Popen(
         [sys.executable, STUDY_PATH, *argv], env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=new_session,
     )  # fmt: skip
-    run_dir = out / "runs" / "long_short_b1_s0"
     stats = run_dir / "json_stats.log"
     deadline = time.time() + 300
     while not (stats.exists() and "train_iter" in stats.read_text()):
         assert proc.poll() is None and time.time() < deadline, proc.communicate()
         time.sleep(0.05)
+    return proc
+
+
+@pytest.mark.slow
+def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(
+    demo_data, tmp_path, capsys
+):
+    """SIGTERM to the study process only: it passes it on, the training saves a
+    mid-epoch checkpoint, the study exits 75; the same command finishes the run
+    from there with the planned iterations and both processes' wall-clock."""
+    out = tmp_path / "study"
+    argv = _tiny_study_argv(demo_data, out, "long_short")
+    run_dir = out / "runs" / "long_short_b1_s0"
+    proc = _start_training(argv, run_dir)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == EXIT_PREEMPTED, stdout + stderr
@@ -158,7 +169,7 @@ def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(
     ]  # fmt: skip
     resumed = [
         json.loads(line)
-        for line in stats.read_text().splitlines()
+        for line in (run_dir / "json_stats.log").read_text().splitlines()
         if '"_type": "resume"' in line
     ]
     assert len(resumed) == 1 and resumed[0]["checkpoint"].endswith(".pyth")
@@ -200,26 +211,8 @@ def test_ctrl_c_ends_the_study_in_one_line(demo_data, tmp_path):
     study ends with status 130 and one line, no traceback, and the run it
     interrupted starts over next time."""
     out = tmp_path / "study"
-    argv = [
-        "--cfg", DEMO_MULTIGRID, "--arms", "baseline", "--budgets", "1",
-        "--out", str(out),
-        "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics_x6"),
-        "DATA.PATH_PREFIX", str(demo_data / "kinetics"),
-        "DATA_LOADER.NUM_WORKERS", "0", "LOG_MODEL_INFO", "False", "LOG_PERIOD", "1",
-        "TRAIN.BATCH_SIZE", "2", "SOLVER.MAX_EPOCH", "4", "SOLVER.STEPS", "[0, 2]",
-        "SOLVER.LRS", "[1, 0.1]",
-    ]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
-    proc = subprocess.Popen(
-        [sys.executable, STUDY_PATH, *argv], env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
     run_dir = out / "runs" / "baseline_b1_s0"
-    stats = run_dir / "json_stats.log"
-    deadline = time.time() + 300
-    while not (stats.exists() and "train_iter" in stats.read_text()):
-        assert proc.poll() is None and time.time() < deadline, proc.communicate()
-        time.sleep(0.05)
+    proc = _start_training(_tiny_study_argv(demo_data, out, "baseline"), run_dir, True)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 130, stdout + stderr
