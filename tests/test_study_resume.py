@@ -55,6 +55,20 @@ def test_next_phase(processes, checkpointed, trained, phase):
     assert sp.next_phase(processes, checkpointed, trained, HERE)[0] == phase
 
 
+def test_machines_compare_by_kind_not_by_host():
+    assert sm.same_machine(HERE, dict(HERE)) and sm.same_machine(HERE, None)
+    assert not sm.same_machine(HERE, THERE)
+    assert not sm.same_machine(HERE, dict(HERE, torch="2.12.0"))
+    gpu = dict(HERE, gpu="NVIDIA H100 80GB HBM3", gpus=1, cpus=16)
+    assert not sm.same_machine(gpu, dict(gpu, gpu="NVIDIA H200"))
+    assert sm.machine_text(HERE) == "2 cores (a CPU), torch 2.13.0"
+    assert sm.machine_text(gpu) == (
+        "NVIDIA H100 80GB HBM3 x1, 16 cores (a CPU), torch 2.13.0"
+    )
+    this = sm.describe_machine(0)
+    assert this["cpus"] >= 1 and this["gpu"] is None and this["torch"]
+
+
 def test_training_wall_clock_sums_the_training_processes():
     processes = [_proc("train", 75, 10.0), _proc("train", 0, 2.5), _proc("test", 0)]
     assert sp.train_seconds(processes) == 12.5

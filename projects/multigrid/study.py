@@ -255,6 +255,8 @@ def _run_all(
         if p.run in results:
             print(f"{label}: finished before, skipped ({p.result_path})")
             continue
+        if stopper.received:
+            return failed, StudyStopped(stopper.received, f"before {p.run.name}")
         done = [
             (r["arm"], r["budget"], r["train_s"] + r["test_s"])
             for r in results.values()
@@ -262,8 +264,6 @@ def _run_all(
         todo = [
             (q.run.arm, q.run.budget) for q in planned[i - 1 :] if q.run not in results
         ]
-        if stopper.received:
-            return failed, StudyStopped(stopper.received, f"before {p.run.name}")
         print(f"{label} ... (study {_clock(estimate_eta(done, todo))})", flush=True)
         try:
             result = results[p.run] = execute(p, stopper, machine, code)

@@ -1,7 +1,7 @@
 """The machine a study's runs are timed on, and the code they ran.
 
 Wall-clocks compare only between runs timed on one kind of machine: the same
-CPU model and number of usable CPUs, the same GPU model and count (GPU runs)
+CPU model and number of usable cores, the same GPU model and count (GPU runs)
 and the same PyTorch. A study records the machine with each run's processes
 and results; it neither resumes a run nor adds new runs to a study timed on
 another kind (the host's name may differ: another node of the same kind is
@@ -10,12 +10,13 @@ the same machine here).
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 from typing import Optional
 
 import torch
+
+from slowfast.launch.spawn import available_cores
 
 
 def _cpu_model() -> str:
@@ -37,19 +38,16 @@ def describe_machine(gpus: int) -> dict:
             which leaves the GPU fields None).
 
     Returns:
-        dict: ``cpu`` (model), ``cpus`` (usable by this process), ``gpu``
+        dict: ``cpu`` (model), ``cpus`` (cores this process may use, as the
+        launcher counts them: ``launch.spawn.available_cores``), ``gpu``
         (model) and ``gpus`` (NUM_GPUS), ``torch`` (version).
     """
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 0
     gpu = None
     if gpus > 0 and torch.cuda.is_available():
         gpu = torch.cuda.get_device_name(0)
     return {
         "cpu": _cpu_model(),
-        "cpus": cpus,
+        "cpus": available_cores(),
         "gpu": gpu,
         "gpus": gpus if gpus > 0 else None,
         "torch": torch.__version__,
@@ -57,8 +55,8 @@ def describe_machine(gpus: int) -> dict:
 
 
 def machine_text(machine: dict) -> str:
-    """One line, e.g. ``"NVIDIA H100 80GB HBM3 x1, 16 CPUs (...), torch 2.13.0"``."""
-    cpus = f"{machine['cpus']} CPUs ({machine['cpu']})"
+    """One line, e.g. ``"NVIDIA H100 80GB HBM3 x1, 16 cores (...), torch 2.13.0"``."""
+    cpus = f"{machine['cpus']} cores ({machine['cpu']})"
     if machine.get("gpu"):
         return f"{machine['gpu']} x{machine['gpus']}, {cpus}, torch {machine['torch']}"
     return f"{cpus}, torch {machine['torch']}"
