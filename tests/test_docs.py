@@ -67,11 +67,16 @@ def test_check_splits_chains_and_joins_continuations(tmp_path):
         ("python tools/run_net.py --cfg configs/nowhere.yaml", "no config"),
         ("python tools/plan_multigrid.py --no-such-flag", "exit"),
         ("python tools/nowhere.py", "no script"),
+        (
+            "python projects/multigrid/study.py --cfg "
+            "configs/Demo/Kinetics_I3D_tiny.yaml --budgets 0.001 --out output/s",
+            "rounds to 0 epochs",
+        ),
         ("frobnicate --now", "no rule"),
     ],
 )
 def test_check_fails_a_stale_command(tmp_path, capsys, body, error):
-    assert check_docs.main([_doc(tmp_path, body)]) == 1
+    assert check_docs.main(["--run", _doc(tmp_path, body)]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and error.lower() in out.lower(), out
 
@@ -84,6 +89,19 @@ def test_check_passes_good_commands(tmp_path, capsys):
     assert check_docs.main(["-v", _doc(tmp_path, body)]) == 0
     out = capsys.readouterr().out
     assert out.count("ok ") == 3 and "skipped: installs" in out
+
+
+def test_check_plans_each_study_without_writing(tmp_path, capsys):
+    out_dir = tmp_path / "study_out"
+    body = (
+        "python projects/multigrid/study.py --cfg configs/Demo/Kinetics_I3D_tiny.yaml "
+        f"--arms baseline,long_short --budgets 0.5 --out {out_dir}"
+    )
+    assert check_docs.main(["-v", "--run", _doc(tmp_path, body)]) == 0
+    out = capsys.readouterr().out
+    assert "ran with --dry-run" in out, out
+    assert "train: " not in out  # the study's own output is not printed
+    assert not out_dir.exists()
 
 
 @pytest.mark.slow

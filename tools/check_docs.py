@@ -14,7 +14,8 @@ Every command of every ```` ```bash ```` block (continuation lines joined,
 * with ``--run``, the commands that need no data, GPU, network or cluster and
   finish in seconds also run, from a scratch folder that links to the
   repository's code and configs: ``--help``, ``python -c``,
-  ``plan_multigrid.py``, and ``study.py`` with ``--dry-run`` added;
+  ``plan_multigrid.py``, and ``study.py`` with ``--dry-run`` added (in this
+  process: many studies, each planned in a fraction of a second);
 * the rest is skipped with its reason: installing (network), ``pytest`` (CI
   runs the suite), ``sbatch``/``squeue`` (a cluster), shell built-ins.
 
@@ -29,7 +30,9 @@ otherwise; each failure is one line naming the document, the line and why.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import os
 import re
 import shlex
@@ -173,12 +176,19 @@ def _check_configs(namespace: argparse.Namespace) -> None:
         os.chdir(cwd)
 
 
-def _run(argv: List[str]) -> None:
-    """Runs ``argv`` from a scratch folder linking to the code and configs."""
+@contextlib.contextmanager
+def _scratch() -> Iterator[str]:
+    """A temporary folder with links to the repository's code, configs and data."""
     with tempfile.TemporaryDirectory() as scratch:
         for name in ("configs", "tools", "projects", "slowfast", "data"):
             if os.path.exists(os.path.join(ROOT, name)):
                 os.symlink(os.path.join(ROOT, name), os.path.join(scratch, name))
+        yield scratch
+
+
+def _run(argv: List[str]) -> None:
+    """Runs ``argv`` from a scratch folder linking to the code and configs."""
+    with _scratch() as scratch:
         env = dict(os.environ, PYTHONPATH=ROOT)
         argv = [sys.executable if w in ("python", "python3") else w for w in argv]
         done = subprocess.run(
@@ -192,6 +202,29 @@ def _run(argv: List[str]) -> None:
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
             raise ValueError(f"exit status {done.returncode}: {' '.join(tail)}")
+
+
+def _dry_run_study(args: List[str]) -> None:
+    """``study.py ARGS --dry-run`` in this process, from a scratch folder.
+
+    In this process rather than a new one: the dry run plans every run (configs,
+    schedules, dataset sizes) in a fraction of a second, where a new process
+    spends seconds importing PyTorch, for each of the documents' many studies.
+    The study's command line itself runs as a process in its own tests.
+    """
+    study = _load_module("projects/multigrid/study.py")
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    with _scratch() as scratch:
+        os.chdir(scratch)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                status = study.main(args + ["--dry-run"])
+        finally:
+            os.chdir(cwd)
+    if status != 0:
+        tail = (err.getvalue() or out.getvalue()).strip().splitlines()[-1:]
+        raise ValueError(f"exit status {status}: {' '.join(tail)}")
 
 
 def check(command: Command, run: bool) -> str:
@@ -230,7 +263,7 @@ def check(command: Command, run: bool) -> str:
         return "skipped: --help runs with --run"
     _check_configs(_parse(script, args))
     if run and script == "projects/multigrid/study.py" and index == 1:
-        _run(argv + (["--dry-run"] if "--dry-run" not in args else []))
+        _dry_run_study([a for a in args if a != "--dry-run"])
         return "arguments and configs checked, ran with --dry-run"
     if run and script in QUICK and index == 1:
         _run(argv)
