@@ -18,7 +18,8 @@ BN.USE_PRECISE_STATS does (``engine/precise_bn.py``), and the scale (fp16) is
 halved, as an overflow halves it. A thread pins host memory throughout, as the
 loader's pin-memory thread does while the trainer captures. A difference is
 the largest relative L2 difference of one tensor (``relative_difference``);
-the check fails above the tolerance of the run's precision.
+the check fails above the tolerance of the run's precision. The header says
+whether sub-batch BN ran in the Triton kernels (without Triton: native BN).
 
 Exit status: 0 when every step agrees, 1 when one differs (a step that fails
 outright stops the tool with its traceback), 2 without a GPU or with a bad
@@ -59,6 +60,7 @@ from slowfast.engine.step import TrainStep
 from slowfast.launch.config import load_run_config
 from slowfast.models import build_model
 from slowfast.models.norm import set_bn_splits
+from slowfast.models.split_bn import fused_split_ok
 from slowfast.utils.distributed import RunContext, get_device
 
 # Relative L2 differences allowed, by the autocast of the run (fp32: GPU
@@ -195,9 +197,8 @@ def _copy_state(src: TrainStep, dst: TrainStep) -> None:
 
 def _rng_state(device: torch.device) -> torch.Tensor:
     """The generator state dropout draws from on ``device``."""
-    if device.type == "cuda":
-        return torch.cuda.get_rng_state(device)
-    return torch.get_rng_state()
+    cuda = device.type == "cuda"
+    return torch.cuda.get_rng_state(device) if cuda else torch.get_rng_state()
 
 
 def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
@@ -378,9 +379,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     results = check(cfg, args.rounds)
     tolerance = TOLERANCE["mixed" if cfg.TRAIN.MIXED_PRECISION else "fp32"]
+    probe = torch.zeros(2, 1, 1, 1, 2, device="cuda")  # a batch split in two
+    split_bn = "Triton kernels" if fused_split_ok(probe) else "native BN (no Triton)"
     print(
-        f"{args.rounds} rounds on {torch.cuda.get_device_name()}; relative L2 "
-        f"differences, graphed against eager (tolerance {tolerance:.0e}):"
+        f"{args.rounds} rounds on {torch.cuda.get_device_name()}, sub-batch BN in "
+        f"{split_bn}; relative L2 differences, graphed against eager (tolerance "
+        f"{tolerance:.0e}):"
     )
     print(table(results))
     bad = failures(results, tolerance)
