@@ -15,6 +15,7 @@ from fvcore.nn.precise_bn import update_bn_stats
 from torch import nn
 
 from slowfast.config import ConfigError, load_config
+from slowfast.engine import graph_check as checker
 from slowfast.engine.graphed_step import (
     GraphedTrainStep,
     _bn_state,
@@ -26,7 +27,7 @@ from slowfast.launch.launcher import Layout
 from slowfast.launch.preflight import PreflightError, check_cuda_graphs
 from slowfast.models.norm import SubBatchNorm3d
 from slowfast.utils.distributed import RunContext
-from tests.tool_utils import REPO_ROOT, load_tool
+from tests.tool_utils import REPO_ROOT
 
 
 def test_config_refuses_cuda_graphs_without_a_gpu():
@@ -178,16 +179,15 @@ class _StaleWeightsStep(TrainStep):
     ],
 )
 def test_check_tool_compares_steps_kind_by_kind(step_class, failing, tolerance):
-    tool = load_tool("check_cuda_graphs.py")
     config = os.path.join(REPO_ROOT, "configs/Demo/Kinetics_I3D_tiny_multigrid.yaml")
     opts = ["TRAIN.BATCH_SIZE", "2", "MODEL.DROPOUT_RATE", "0.5", "NUM_GPUS", "0"]
     if step_class is _StaleWeightsStep:
         opts += ["SOLVER.BASE_LR", "0.001"]
     cfg = load_config([config], opts)
-    results = tool.check(cfg, rounds=2, graphed_class=step_class)
+    results = checker.check(cfg, rounds=2, graphed_class=step_class)
     assert [r.shape.kind for r in results][:2] == ["long 1/4", "long 2/4"]
     assert all(len(r.eager_ms) == 1 for r in results)  # timed after round 1
-    failed = tool.failures(results, tolerance)
+    failed = checker.failures(results, tolerance)
     bad = {line.split(": ")[1].split()[0] for line in failed}
     assert bad >= failing and (bad == set()) == (failing == set())
     if step_class is TrainStep:  # the same computation on CPU: equal to the bit
@@ -196,9 +196,8 @@ def test_check_tool_compares_steps_kind_by_kind(step_class, failing, tolerance):
 
 @pytest.mark.parametrize("batch, added", [("16", True), ("2", False)])
 def test_check_tool_adds_native_bn_where_every_shape_splits(batch, added):
-    tool = load_tool("check_cuda_graphs.py")
     config = os.path.join(REPO_ROOT, "configs/Demo/Kinetics_I3D_tiny_multigrid.yaml")
-    shapes = tool.check_shapes(load_config([config], ["TRAIN.BATCH_SIZE", batch]))
+    shapes = checker.check_shapes(load_config([config], ["TRAIN.BATCH_SIZE", batch]))
     last = shapes[-1]
     assert (last.kind == "base, 1 BN split") == added
     assert any(s.bn_splits == 1 for s in shapes)  # a baseline run's batch norm
@@ -207,18 +206,17 @@ def test_check_tool_adds_native_bn_where_every_shape_splits(batch, added):
 
 
 def test_check_tool_sees_one_wrong_tensor_and_keeps_nan():
-    tool = load_tool("check_cuda_graphs.py")
     good = [torch.ones(50) for _ in range(300)]
     bad = [t.clone() for t in good]
     bad[7].zero_()  # one gradient of 300 lost: a small part of the total norm
-    assert tool.relative_difference(good, bad) == pytest.approx(1.0)
-    assert tool.relative_difference(good, [t.clone() for t in good]) == 0.0
+    assert checker.relative_difference(good, bad) == pytest.approx(1.0)
+    assert checker.relative_difference(good, [t.clone() for t in good]) == 0.0
     bad[7] = torch.full((50,), float("inf"))
-    assert tool.relative_difference(good, bad) == float("inf")
-    assert tool.relative_difference([torch.tensor(2.0)], [torch.tensor(2.2)]) == (
+    assert checker.relative_difference(good, bad) == float("inf")
+    assert checker.relative_difference([torch.tensor(2.0)], [torch.tensor(2.2)]) == (
         pytest.approx(0.1)  # one tensor: relative to itself
     )
     both = [torch.tensor([1.0, float("inf")]), torch.tensor([1.0, float("inf")])]
-    assert tool.relative_difference(both[:1], both[1:]) == 0.0  # overflowed alike
-    assert math.isnan(tool._worse(0.0, float("nan")))
-    assert math.isnan(tool._worse(float("nan"), 1.0))
+    assert checker.relative_difference(both[:1], both[1:]) == 0.0  # overflowed alike
+    assert math.isnan(checker._worse(0.0, float("nan")))
+    assert math.isnan(checker._worse(float("nan"), 1.0))
