@@ -177,7 +177,7 @@ def _result(arm, budget, seed, train_s, top1, iterations=100, gflop=None):
     return {
         "arm": arm, "budget": budget, "seed": seed, "epochs": 4,
         "iterations": iterations, "train_s": train_s, "test_s": 1.0,
-        "train_gflop": gflop,
+        "epoch_time_s": train_s - 10.0, "train_gflop": gflop,
         "data_wait_share": 0.1, "test_top1": top1, "test_top5": 99.0,
         "test_map": None, "clips_per_s": {"2x8x64": 10.0}, "run_dir": "x",
     }  # fmt: skip
@@ -202,14 +202,14 @@ def test_aggregate_table_csv_and_eta():
     table = sr.format_table(rows).splitlines()
     assert table[0].startswith("| arm | budget | n | epochs | iterations |")
     assert table[2] == (
-        "| baseline | 1x | 2 | 4 | 100 | 110.0 (100.0-120.0) | 1.00x | 1.00x | 1.00x "
-        "| 10.0 | 85.0 (80.0-90.0) | 99.0 |"
+        "| baseline | 1x | 2 | 4 | 100 | 110.0 (100.0-120.0) | 100.0 (90.0-110.0) "
+        "| 1.00x | 1.00x | 1.00x | 10.0 | 85.0 (80.0-90.0) | 99.0 |"
     )
     assert table[3].startswith(
-        "| long_short | 1x | 1 | 4 | 25 | 50.0 | 2.20x | 4.00x | 3.00x |"
+        "| long_short | 1x | 1 | 4 | 25 | 50.0 | 40.0 | 2.20x | 4.00x | 3.00x |"
     )
     assert table[4].startswith(
-        "| long_short | 2x | 1 | 4 | 50 | 100.0 | 1.10x | 2.00x | - |"
+        "| long_short | 2x | 1 | 4 | 50 | 100.0 | 90.0 | 1.10x | 2.00x | - |"
     )
     no_ref = sr.aggregate(results[2:], "test_top1")
     assert no_ref[0]["speedup_time"] is None

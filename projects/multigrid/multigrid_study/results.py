@@ -154,8 +154,8 @@ def aggregate(results: Sequence[dict], metric: str) -> list:
 
     Returns:
         list: dicts with ``arm``, ``budget``, ``n``; ``spread`` tuples (or
-        None) for ``epochs``, ``iterations``, ``train_s``, ``data_wait_share``,
-        ``train_gflop``, ``metric`` and ``top5``; ``speedup_time``,
+        None) for ``epochs``, ``iterations``, ``train_s``, ``epoch_time_s``,
+        ``data_wait_share``, ``train_gflop``, ``metric`` and ``top5``; ``speedup_time``,
         ``speedup_iters`` and ``speedup_compute`` against the baseline at
         budget 1 (None when it is not in the study).
     """
@@ -169,6 +169,7 @@ def aggregate(results: Sequence[dict], metric: str) -> list:
         row = {"arm": arm, "budget": budget, "n": len(runs)}
         for key in ("epochs", "iterations", "train_s", "data_wait_share"):
             row[key] = spread(r[key] for r in runs)
+        row["epoch_time_s"] = spread(r.get("epoch_time_s") for r in runs)
         row["train_gflop"] = spread(r.get("train_gflop") for r in runs)
         row["metric"] = spread(r[metric] for r in runs)
         row["top5"] = spread(r["test_top5"] for r in runs)
@@ -200,6 +201,7 @@ def format_table(rows: Sequence[dict], multi_label: bool = False) -> str:
     """The Markdown table of ``aggregate`` rows, with a legend line."""
     acc = ["test mAP (%)"] if multi_label else ["test top-1 (%)", "test top-5 (%)"]
     headers = ["arm", "budget", "n", "epochs", "iterations", "train wall-clock (s)"]
+    headers += ["training loop (s)"]
     headers += ["speedup (wall-clock)", "speedup (iterations)", "speedup (compute)"]
     headers += ["data wait (%)", *acc]
     lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
@@ -210,7 +212,7 @@ def format_table(rows: Sequence[dict], multi_label: bool = False) -> str:
         ]
         cells = [row["arm"], f"{row['budget']:g}x", str(row["n"])]
         cells += [_cell(row["epochs"], ".0f"), _cell(row["iterations"], ".0f")]
-        cells += [_cell(row["train_s"]), *speedups]
+        cells += [_cell(row["train_s"]), _cell(row["epoch_time_s"]), *speedups]
         cells += [_cell(row["data_wait_share"], scale=100.0), _cell(row["metric"])]
         if not multi_label:
             cells.append(_cell(row["top5"]))
@@ -218,7 +220,10 @@ def format_table(rows: Sequence[dict], multi_label: bool = False) -> str:
     lines.append("")
     lines.append(
         "Mean over the n seeds (min-max). Budget: multiple of the base "
-        "SOLVER.MAX_EPOCH (multigrid's EPOCH_FACTOR applies on top). Speedups: "
+        "SOLVER.MAX_EPOCH (multigrid's EPOCH_FACTOR applies on top). Training "
+        "loop: the epochs' time (json_stats time_epoch), without what the "
+        "wall-clock adds around it (process start, model build, precise BN, "
+        "checkpoints). Speedups: "
         "the baseline at budget 1 over this row (means); compute: clips trained x "
         "fvcore GFLOPs per clip at each shape (the speedup a perfectly efficient "
         "machine would show); data wait: time waiting for the loader / "
