@@ -27,7 +27,7 @@ from slowfast.launch.launcher import Layout
 from slowfast.launch.preflight import PreflightError, check_cuda_graphs
 from slowfast.models.norm import SubBatchNorm3d
 from slowfast.utils.distributed import RunContext
-from tests.tool_utils import REPO_ROOT
+from tests.tool_utils import REPO_ROOT, load_tool
 
 
 def test_config_refuses_cuda_graphs_without_a_gpu():
@@ -220,3 +220,18 @@ def test_check_tool_sees_one_wrong_tensor_and_keeps_nan():
     assert checker.relative_difference(both[:1], both[1:]) == 0.0  # overflowed alike
     assert math.isnan(checker._worse(0.0, float("nan")))
     assert math.isnan(checker._worse(float("nan"), 1.0))
+
+
+def test_check_tool_says_what_ran_sub_batch_bn_and_needs_a_gpu(monkeypatch, capsys):
+    tool = load_tool("check_cuda_graphs.py")
+    base = checker.ShapeResult(checker.Shape("base", 8, 64, 16, 1))
+    split = checker.ShapeResult(checker.Shape("long 1/4", 2, 45, 128, 16))
+    line = tool.header(2, "GPU X", 2e-2, [base, split], triton=True)
+    assert line.startswith("2 rounds on GPU X, sub-batch BN in Triton kernels;")
+    assert "(tolerance 2e-02)" in line
+    assert "native BN (no Triton)" in tool.header(2, "X", 1e-3, [split], False)
+    assert "no sub-batch BN" in tool.header(2, "X", 1e-3, [base], True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = os.path.join(REPO_ROOT, "configs/Demo/Kinetics_I3D_tiny_multigrid.yaml")
+    assert tool.main(["--cfg", config]) == 2
+    assert "need a GPU" in capsys.readouterr().err

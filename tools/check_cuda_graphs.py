@@ -19,11 +19,17 @@ Example (on a GPU):
 
 import argparse
 import sys
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import torch
 
-from slowfast.engine.graph_check import TOLERANCE, check, failures, table
+from slowfast.engine.graph_check import (
+    TOLERANCE,
+    ShapeResult,
+    check,
+    failures,
+    table,
+)
 from slowfast.launch.config import load_run_config
 from slowfast.models.split_bn import fused_split_ok
 
@@ -41,6 +47,37 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def header(
+    rounds: int,
+    gpu: str,
+    tolerance: float,
+    results: Sequence[ShapeResult],
+    triton: bool,
+) -> str:
+    """The tool's first line: the GPU, what ran sub-batch BN, the tolerance.
+
+    Args:
+        rounds: visits of each shape.
+        gpu: the GPU's name.
+        tolerance: the largest relative difference that passes.
+        results: the check's results (their shapes' BN splits).
+        triton: whether the Triton kernels take GPU batches (``fused_split_ok``).
+
+    Returns:
+        str: the line.
+    """
+    if not any(r.shape.bn_splits > 1 for r in results):
+        split_bn = "no sub-batch BN (no shape splits its batch)"
+    else:
+        split_bn = "sub-batch BN in " + (
+            "Triton kernels" if triton else "native BN (no Triton)"
+        )
+    return (
+        f"{rounds} rounds on {gpu}, {split_bn}; relative L2 differences, graphed "
+        f"against eager (tolerance {tolerance:.0e}):"
+    )
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Runs the check; returns the exit status."""
     args = parse_args(argv)
@@ -56,12 +93,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     results = check(cfg, args.rounds)
     tolerance = TOLERANCE["mixed" if cfg.TRAIN.MIXED_PRECISION else "fp32"]
     probe = torch.zeros(2, 1, 1, 1, 2, device="cuda")  # a batch split in two
-    split_bn = "Triton kernels" if fused_split_ok(probe) else "native BN (no Triton)"
-    print(
-        f"{args.rounds} rounds on {torch.cuda.get_device_name()}, sub-batch BN in "
-        f"{split_bn}; relative L2 differences, graphed against eager (tolerance "
-        f"{tolerance:.0e}):"
-    )
+    gpu = torch.cuda.get_device_name()
+    print(header(args.rounds, gpu, tolerance, results, fused_split_ok(probe)))
     print(table(results))
     bad = failures(results, tolerance)
     for line in bad:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.util
 import io
 import os
@@ -135,6 +136,7 @@ def _script(argv: List[str]) -> Optional[int]:
     return None
 
 
+@functools.lru_cache(maxsize=None)
 def _load_module(path: str):
     name = "doc_tool_" + os.path.basename(path)[:-3]
     spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
@@ -210,7 +212,8 @@ def _dry_run_study(args: List[str]) -> None:
     In this process rather than a new one: the dry run plans every run (configs,
     schedules, dataset sizes) in a fraction of a second, where a new process
     spends seconds importing PyTorch, for each of the documents' many studies.
-    The study's command line itself runs as a process in its own tests.
+    The study's command line itself runs as a process in its own tests. Unlike
+    the commands run as processes, a dry run has no timeout.
     """
     study = _load_module("projects/multigrid/study.py")
     out, err = io.StringIO(), io.StringIO()
@@ -220,6 +223,8 @@ def _dry_run_study(args: List[str]) -> None:
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 status = study.main(args + ["--dry-run"])
+        except SystemExit as exit_:  # argparse: its message is in ``err``
+            status = exit_.code
         finally:
             os.chdir(cwd)
     if status != 0:

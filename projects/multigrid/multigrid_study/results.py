@@ -149,7 +149,7 @@ def aggregate(results: Sequence[dict], metric: str) -> list:
     Args:
         results: run results (``arm``, ``budget``, ``epochs``, ``iterations``,
             ``train_s``, ``data_wait_share``, the metric, ``test_top5``;
-            ``train_gflop`` optional).
+            ``train_gflop`` and ``epoch_time_s`` optional).
         metric: the accuracy field (see ``metric_key``).
 
     Returns:
