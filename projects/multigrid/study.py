@@ -17,7 +17,7 @@ Every run is the base config (and the KEY VALUE overrides) with:
   baseline at 1x and the default multigrid at 1.5x epochs are both budget 1;
 * RNG_SEED = seed and OUTPUT_DIR = DIR/runs/<arm>_b<budget>_s<seed>.
 
-Each run is ``tools/run_net.py`` processes, timed separately: training
+Each run is a series of ``tools/run_net.py`` processes, timed separately: training
 (TEST.ENABLE False) and testing (TRAIN.ENABLE False, TEST.ENABLE True) of the
 final checkpoint; a stopped run resumes in further training processes (below).
 The training wall-clock is the whole training process (start-up, the training
