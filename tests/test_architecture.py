@@ -1,4 +1,5 @@
-"""The package's layers: imports point down, no import circles, small files.
+"""The package's layers: imports point down, no import circles, small files,
+and no run that imports what only reports need.
 
 Layers, lowest first: utils < config < solver < models < datasets <
 multigrid < checkpoint < engine < launch (tools and projects sit on top). A
@@ -8,6 +9,8 @@ counts, lazy and type-checking ones included.
 
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -135,3 +138,19 @@ def test_no_source_file_over_400_lines(folder):
                 if count > MAX_LINES:
                     long_files.append(f"{os.path.relpath(path, REPO_ROOT)}: {count}")
     assert not long_files, f"files over {MAX_LINES} lines: {long_files}"
+
+
+def test_a_run_imports_no_library_that_only_reports_need():
+    """scikit-learn (mAP) and matplotlib (the study's plots) take seconds to
+    import; every training and test process would pay them at start-up."""
+    code = (
+        "import sys, runpy; runpy.run_path(sys.argv[1]); "
+        "from slowfast.engine import tester, trainer; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} "
+        "& {'sklearn', 'scipy', 'matplotlib'}))"
+    )
+    tool = os.path.join(REPO_ROOT, "tools", "run_net.py")
+    out = subprocess.run(
+        [sys.executable, "-c", code, tool], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -249,3 +249,23 @@ def test_workers_run_at_the_configured_lower_priority(root):
     )
     assert list(loader) == [min(base + 3, 19)] * 2
     assert os.nice(0) == base  # the training process keeps its priority
+
+
+def test_precise_bn_loader_shares_the_training_dataset(root, monkeypatch):
+    from slowfast.datasets import loader as loader_module
+    from slowfast.engine.builders import build_loaders
+    from slowfast.utils.distributed import RunContext
+
+    built = []
+    build = loader_module.build_dataset
+    monkeypatch.setattr(
+        loader_module,
+        "build_dataset",
+        lambda name, cfg, split: built.append(split) or build(name, cfg, split),
+    )
+    cfg = tiny_cfg(root, "kinetics", "BN.USE_PRECISE_STATS", True)
+    loaders = build_loaders(cfg, RunContext(), lambda epoch, size: [(2, None)] * 4)
+    assert built == ["train", "val"]  # the training split's annotations read once
+    assert loaders.precise.dataset is loaders.train.dataset
+    precise = next(iter(loaders.precise))  # its own batches, of TRAIN.BATCH_SIZE
+    assert precise[0][0].shape == (2, 3, 4, 16, 16)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence
 import numpy as np
 import torch
 from fvcore.common.config import CfgNode
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 from torch.utils.data.distributed import DistributedSampler
 
 from slowfast.config.derived import (
@@ -219,6 +219,7 @@ def construct_loader(
     plan_fn: Optional[PlanFn] = None,
     num_procs: int = 1,
     rank: int = 0,
+    dataset: Optional[Dataset] = None,
 ) -> DataLoader:
     """Builds the data loader of a split for one process.
 
@@ -230,6 +231,9 @@ def construct_loader(
             num_procs at the config's shape.
         num_procs: number of training processes (shards).
         rank: this process's rank.
+        dataset: the split's dataset, already built (e.g. another loader's
+            ``dataset``: the precise-BN loader shares the training loader's,
+            so the split's annotations are read once); None builds it.
 
     Returns:
         DataLoader: yields ``(inputs, labels, indices, extras)`` with inputs a
@@ -241,7 +245,8 @@ def construct_loader(
     """
     if not 0 <= rank < num_procs:
         raise ValueError(f"rank {rank} out of range for {num_procs} processes")
-    dataset = build_dataset(dataset_name(cfg, split), cfg, split)
+    if dataset is None:
+        dataset = build_dataset(dataset_name(cfg, split), cfg, split)
     workers = cfg.DATA_LOADER.NUM_WORKERS
     stops = stop_signals(cfg)
     common = dict(

@@ -94,7 +94,8 @@ class Loaders(NamedTuple):
     Attributes:
         train: the training loader (its batches follow the schedule's plan).
         val: the val loader; None when TRAIN.EVAL_PERIOD is 0 (no val split).
-        precise: the training split again for precise BN; None without it.
+        precise: the training split again for precise BN (the training
+            loader's dataset, its own batches and workers); None without it.
     """
 
     train: DataLoader
@@ -125,7 +126,9 @@ def build_loaders(
         val = construct_loader(cfg, "val", num_procs=procs, rank=rank)
     precise = None
     if cfg.BN.USE_PRECISE_STATS:
-        precise = construct_loader(cfg, "train", num_procs=procs, rank=rank)
+        precise = construct_loader(
+            cfg, "train", num_procs=procs, rank=rank, dataset=train.dataset
+        )
     return Loaders(train, val, precise)
 
 

@@ -5,7 +5,6 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from sklearn.metrics import average_precision_score
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +67,11 @@ def mean_average_precision(scores: torch.Tensor, targets: torch.Tensor) -> float
     dropped = int((~keep).sum())
     if dropped:
         logger.info("mAP: %d classes without positives left out", dropped)
+    # Imported here: scikit-learn (with SciPy) takes a second or more to import,
+    # a cost every training and test process paid at start-up, and only the
+    # mAP of multi-label data needs it.
+    from sklearn.metrics import average_precision_score
+
     per_class = average_precision_score(
         targets_np[:, keep], scores_np[:, keep], average=None
     )
