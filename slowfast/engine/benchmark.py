@@ -203,9 +203,10 @@ class TrainStep:
             build_model(cfg, choose_channels_last(cfg)).train()
         ).to(self.device)
         optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3, momentum=0.9)
-        autocast = autocast_factory(cfg, self.device)
-        scaler = make_grad_scaler(cfg, self.device)
-        if precision is not None:
+        if precision is None:
+            autocast = autocast_factory(cfg, self.device)
+            scaler = make_grad_scaler(cfg, self.device)
+        else:
             dtype = PRECISIONS[precision]
             on = dtype is not None
             autocast = partial(torch.autocast, self.device.type, dtype, enabled=on)

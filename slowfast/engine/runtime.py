@@ -1,12 +1,15 @@
 """Run-time set-up shared by training and testing: device, precision, RNG."""
 
 import contextlib
+import logging
 import random
-from typing import Callable, ContextManager
+from typing import Callable, ContextManager, Optional
 
 import numpy as np
 import torch
 from fvcore.common.config import CfgNode
+
+logger = logging.getLogger(__name__)
 
 
 def autocast_factory(
@@ -14,7 +17,10 @@ def autocast_factory(
 ) -> Callable[[], ContextManager]:
     """Returns a callable giving the forward pass's precision context.
 
-    TRAIN.MIXED_PRECISION selects bf16 autocast on CPU and fp16 on GPU.
+    TRAIN.MIXED_PRECISION selects bf16 autocast on CPU and fp16 on GPU. On a
+    CPU without oneDNN's bf16 kernels it logs a warning: the step then runs
+    many times slower than in fp32 (docs/BENCHMARKS.md, "bf16 autocast on an
+    AVX2 CPU").
 
     Args:
         cfg: the config.
@@ -26,7 +32,22 @@ def autocast_factory(
     if not cfg.TRAIN.MIXED_PRECISION:
         return contextlib.nullcontext
     dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+    if device.type == "cpu" and cpu_has_bf16() is False:
+        logger.warning(
+            "TRAIN.MIXED_PRECISION True: bf16 autocast on a CPU without oneDNN's "
+            "bf16 kernels (%s; they need AVX512 or AMX) runs many times slower "
+            "than fp32 (about 30x for an I3D R50 step on AVX2); set "
+            "TRAIN.MIXED_PRECISION False",
+            torch.backends.cpu.get_cpu_capability(),
+        )
     return lambda: torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def cpu_has_bf16() -> Optional[bool]:
+    """Whether oneDNN has bf16 kernels for this CPU (it needs AVX512 or AMX);
+    None where torch cannot tell."""
+    probe = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return None if probe is None else bool(probe())
 
 
 def make_grad_scaler(cfg: CfgNode, device: torch.device):

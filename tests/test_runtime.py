@@ -1,0 +1,44 @@
+"""Tests of the run-time set-up: the autocast of TRAIN.MIXED_PRECISION."""
+
+import logging
+
+import pytest
+import torch
+
+from slowfast.config import load_config
+from slowfast.engine import runtime
+
+CPU = torch.device("cpu")
+
+
+def _autocast(mixed: bool):
+    return runtime.autocast_factory(
+        load_config([], ["TRAIN.MIXED_PRECISION", mixed]), CPU
+    )
+
+
+def test_mixed_precision_is_bf16_autocast_on_cpu():
+    with _autocast(False)():
+        assert not torch.is_autocast_enabled("cpu")
+    with _autocast(True)():
+        assert torch.is_autocast_enabled("cpu")
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+
+
+@pytest.mark.parametrize("has_bf16", [True, False, None])
+def test_bf16_on_a_cpu_without_bf16_kernels_warns(has_bf16, monkeypatch, caplog):
+    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: has_bf16)
+    with caplog.at_level(logging.WARNING, logger=runtime.__name__):
+        _autocast(True)
+        _autocast(False)
+    warnings = [r.getMessage() for r in caplog.records]
+    if has_bf16 is False:  # one warning, for the run with mixed precision
+        assert len(warnings) == 1
+        assert "set TRAIN.MIXED_PRECISION False" in warnings[0]
+        assert torch.backends.cpu.get_cpu_capability() in warnings[0]
+    else:
+        assert warnings == []
+
+
+def test_cpu_has_bf16_answers_for_this_cpu():
+    assert runtime.cpu_has_bf16() in (True, False)
