@@ -10,7 +10,7 @@ from torch import nn
 from slowfast.config import load_config
 from slowfast.datasets import PlannedBatch
 from slowfast.engine.bn_grouping import BNGrouping
-from slowfast.engine.hooks import NonFiniteGuard, ScheduleHook
+from slowfast.engine.hooks import NonFiniteGuard, NonFiniteLossError, ScheduleHook
 from slowfast.engine.loop import HookBase, StepStats, TrainLoop
 from slowfast.engine.step import TrainStep
 from slowfast.models.norm import SubBatchNorm3d
@@ -207,8 +207,9 @@ def test_non_finite_loss_stops_before_any_gradient(tmp_path):
         lambda e: 2,
         [NonFiniteGuard(str(tmp_path)), _Events(events)],
     )
-    with pytest.raises(FloatingPointError, match=r"loss is inf .* iteration 0"):
+    with pytest.raises(NonFiniteLossError, match=r"loss is inf .* iteration 1/2") as e:
         loop.run(0, 1)
+    assert str(e.value).endswith("no checkpoint was saved yet")
     assert not any(e[0] == "after_step" for e in events)  # the guard acted first
 
 

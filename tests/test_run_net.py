@@ -155,3 +155,19 @@ def test_json_stats_line_and_file(tmp_path, caplog):
     assert f"json_stats: {line}" in caplog.text
     assert (tmp_path / "json_stats.log").read_text() == line + "\n"
     assert not (tmp_path / "rank1").exists()
+
+
+def test_non_finite_loss_is_one_error_line(demo_data, tmp_path, capsys):
+    from tests.test_train_net import DEMO, _opts
+
+    extra = [
+        "SOLVER.BASE_LR", "1e9", "SOLVER.WARMUP_EPOCHS", "0.0", "TRAIN.BATCH_SIZE",
+        "2", "TEST.ENABLE", "False", "BN.USE_PRECISE_STATS", "False",
+    ]  # fmt: skip
+    argv = ["--cfg", f"{DEMO}/Kinetics_I3D_tiny.yaml"]
+    argv += _opts(demo_data / "kinetics", tmp_path, extra)
+    assert _run_net_module().main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: loss is "), err
+    assert "lower SOLVER.BASE_LR" in err[0]
+    assert "no checkpoint was saved yet; traceback in " in err[0]

@@ -88,13 +88,14 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
     from slowfast.checkpoint import io as cu
     from slowfast.config.derived import stop_signals
     from slowfast.datasets.lists import DataError
+    from slowfast.engine.hooks import NonFiniteLossError
     from slowfast.engine.preemption import EXIT_PREEMPTED, Preempted, signal_name
     from slowfast.engine.run_state import RunStateError
     from slowfast.launch.spawn import launch_job, run_in_group
     from slowfast.launch.start import stages as enabled_stages
 
-    # Errors in the data or checkpoints: one line, the traceback in the log.
-    USER_ERRORS = (cu.CheckpointError, DataError, RunStateError)
+    # Errors in the data, checkpoints or recipe: one line, the traceback in the log.
+    USER_ERRORS = (cu.CheckpointError, DataError, RunStateError, NonFiniteLossError)
     stages = enabled_stages(cfg)
     first_rank = layout.node_rank * layout.procs_per_node
     try:

@@ -121,6 +121,10 @@ class ScheduleHook(HookBase):
         set_lr(self.optimizer, state.lr)
 
 
+class NonFiniteLossError(FloatingPointError):
+    """The loss was not finite: a user error (the recipe's LR, or the data)."""
+
+
 class NonFiniteGuard(HookBase):
     """Stops the run at a non-finite loss (every process at the same step).
 
@@ -133,11 +137,17 @@ class NonFiniteGuard(HookBase):
 
     def after_step(self, state: LoopState) -> None:
         if not state.stats.applied:
-            raise FloatingPointError(
+            last = cu.get_last_checkpoint(self.output_dir)
+            raise NonFiniteLossError(
                 f"loss is {state.stats.loss} at epoch {epoch_str(state)}, "
-                f"iteration {state.iter} (global iteration {state.global_iter}); "
-                f"the last good checkpoint is "
-                f"{cu.get_last_checkpoint(self.output_dir)}"
+                f"iteration {state.iter + 1}/{state.iters_in_epoch} (global "
+                f"iteration {state.global_iter + 1}): lower SOLVER.BASE_LR or "
+                "lengthen SOLVER.WARMUP_EPOCHS; "
+                + (
+                    f"the last good checkpoint is {last}"
+                    if last
+                    else "no checkpoint was saved yet"
+                )
             )
 
 
