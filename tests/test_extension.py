@@ -61,6 +61,14 @@ def test_model_and_lr_policy_registered_from_outside_train_through_run_net(
     assert any(s["_type"] == "val_epoch" for s in stats)
     saved = torch.load(glob.glob(str(out / "checkpoints" / "*.pyth"))[-1])
     assert set(saved["model_state"]) == {"fc.weight", "fc.bias"}
+    # It does not describe its width: on CPU it runs contiguous, where the
+    # default config's ResNet (64 wide) runs channels-last.
+    from slowfast.config import load_config
+    from slowfast.engine.memory_format import choose_channels_last
+
+    cfg = load_config(opts=["MODEL.MODEL_NAME", "ToyVideoNet", "NUM_GPUS", "0"])
+    assert not choose_channels_last(cfg)
+    assert choose_channels_last(load_config(opts=["NUM_GPUS", "0"]))  # its ResNet
 
 
 class FixedShapeNet(ToyVideoNet):

@@ -347,6 +347,9 @@ def test_cpu_memory_format_default_follows_width_and_base_shape_bn_groups():
     sub = ["BN.NORM_TYPE", "sub_batchnorm", "BN.NUM_SPLITS"]
     assert pick(*sub, "2") == (False, 2)
     assert pick(*sub, "1") == (True, 1)
+    slowfast = ["MODEL.ARCH", "slowfast", "MODEL.MODEL_NAME", "SlowFast"]
+    assert pick(*slowfast, "RESNET.WIDTH_PER_GROUP", "8") == (False, 1)
+    assert pick(*slowfast) == (True, 1)
     # The tiny demo configs stay contiguous; the Kinetics R50 configs do not.
     demo = load_config(
         [os.path.join(REPO, "configs/Demo/Kinetics_I3D_tiny_multigrid.yaml")]

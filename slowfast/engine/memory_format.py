@@ -2,8 +2,9 @@
 
 True selects ``torch.channels_last_3d``, False the contiguous format. The
 default (None) is channels-last on GPUs; on CPUs channels-last for models at
-least ``CPU_MIN_WIDTH`` channels wide whose training BN is one group per
-process at the base shape, contiguous otherwise. Why: on GPUs channels-last
+least ``CPU_MIN_WIDTH`` channels wide (``describe_model(cfg).width``; a
+registered model that does not say is contiguous) whose training BN is one
+group per process at the base shape, contiguous otherwise. Why: on GPUs channels-last
 steps are faster with plain and sub-batch BN alike; on CPUs it is faster for
 full-width models but slower for the tiny demo models, and sub-batch BN with
 several splits at the base shape runs as one fused batch norm only on
@@ -13,6 +14,7 @@ contiguous batches (timings: docs/BENCHMARKS.md, "Memory format").
 import torch
 from fvcore.common.config import CfgNode
 
+from slowfast.models.describe import describe_model
 from slowfast.multigrid.shapes import bn_layout
 from slowfast.utils.distributed import procs_per_machine
 
@@ -34,7 +36,7 @@ def choose_channels_last(cfg: CfgNode) -> bool:
         return bool(cfg.MODEL.CHANNELS_LAST_3D)
     if cfg.NUM_GPUS > 0:
         return torch.cuda.is_available()
-    width = cfg.RESNET.WIDTH_PER_GROUP * cfg.RESNET.NUM_GROUPS
+    width = describe_model(cfg).width
     return width >= CPU_MIN_WIDTH and base_bn_splits(cfg) == 1
 
 

@@ -33,6 +33,8 @@ class ModelInfo:
         min_frames: fewest frames a clip may have.
         varying_shapes: whether the model takes clips of any frame count and
             crop (global pooling before the head); multigrid needs it.
+        width: channels of the stem's output (the ResNets'
+            RESNET.WIDTH_PER_GROUP x NUM_GROUPS); 0 where not known.
     """
 
     num_pathways: int = 1
@@ -41,6 +43,12 @@ class ModelInfo:
     spatial_stride: int = 1
     min_frames: int = 1
     varying_shapes: bool = True
+    width: int = 0
+
+
+def resnet_width(cfg: CfgNode) -> int:
+    """Channels of the ResNet stem's output (of the slow pathway)."""
+    return cfg.RESNET.WIDTH_PER_GROUP * cfg.RESNET.NUM_GROUPS
 
 
 def resnet_spatial_stride(cfg: CfgNode) -> int:

@@ -9,7 +9,7 @@ from torch import nn
 from slowfast.models.arch import arch_layout, per_pathway
 from slowfast.models.blocks import BlockOptions, PathwayStage, ResStage
 from slowfast.models.build import MODEL_REGISTRY
-from slowfast.models.describe import ModelInfo, resnet_spatial_stride
+from slowfast.models.describe import ModelInfo, resnet_spatial_stride, resnet_width
 from slowfast.models.head import ResNetBasicHead
 from slowfast.models.init import init_weights
 from slowfast.models.memory_format import uses_channels_last_3d
@@ -72,7 +72,9 @@ class ResNet(nn.Module):
     @classmethod
     def describe(cls, cfg: CfgNode) -> ModelInfo:
         """One pathway of any frame count; the ResNet's spatial stride."""
-        return ModelInfo(spatial_stride=resnet_spatial_stride(cfg))
+        return ModelInfo(
+            spatial_stride=resnet_spatial_stride(cfg), width=resnet_width(cfg)
+        )
 
     def __init__(self, cfg: CfgNode) -> None:
         super().__init__()

@@ -9,7 +9,7 @@ from torch import nn
 from slowfast.models.arch import arch_layout, per_pathway
 from slowfast.models.blocks import PathwayStage, ResStage
 from slowfast.models.build import MODEL_REGISTRY
-from slowfast.models.describe import ModelInfo, resnet_spatial_stride
+from slowfast.models.describe import ModelInfo, resnet_spatial_stride, resnet_width
 from slowfast.models.fusion import FuseFastToSlow
 from slowfast.models.init import init_weights
 from slowfast.models.memory_format import uses_channels_last_3d
@@ -42,6 +42,7 @@ class SlowFast(nn.Module):
             slow_sampling=cfg.SLOWFAST.SLOW_SAMPLING,
             spatial_stride=resnet_spatial_stride(cfg),
             min_frames=alpha,
+            width=resnet_width(cfg),
         )
 
     def __init__(self, cfg: CfgNode) -> None:
