@@ -185,12 +185,16 @@ def test_same_seed_same_files_other_seed_differs(tiny_root, tmp_path):
     )
 
 
-def test_refuses_foreign_folder_and_replaces_its_own(tmp_path):
+def test_refuses_foreign_folder_and_replaces_its_own(tmp_path, capsys):
     foreign = tmp_path / "kinetics"
     foreign.mkdir()
     (foreign / "keep.txt").write_text("user data")
     with pytest.raises(FileExistsError, match="refusing to overwrite"):
         make_demo_data(str(tmp_path), "tiny", layouts=["kinetics"])
+    argv = ["--out", str(tmp_path), "--size", "tiny", "--layouts", "kinetics"]
+    assert _load_tool().main(argv) == 2  # one error line, no traceback
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {foreign}: not empty"), err
     assert (foreign / "keep.txt").read_text() == "user data"
     own = tmp_path / "ssv2"
     own.mkdir()

@@ -78,7 +78,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         argv: arguments (None: ``sys.argv[1:]``).
 
     Returns:
-        int: exit status.
+        int: exit status: 0; 2 for a bad argument or an --out folder holding
+        files the generator did not write (left untouched).
     """
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
@@ -93,10 +94,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             f"{args.out}/annotations"
         )
         return 0
-    for summary in make_demo_data(
-        args.out, args.size, args.layouts, args.seed, args.workers
-    ):
-        print(summary.line())
+    try:
+        for summary in make_demo_data(
+            args.out, args.size, args.layouts, args.seed, args.workers
+        ):
+            print(summary.line())
+    except FileExistsError as err:  # a folder the generator did not write
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -23,8 +23,8 @@ The work runs in --workers processes with a progress line; it can be stopped
 and run again (finished items are skipped). Items that failed are listed in
 OUT/failed_<dataset>.txt with the reason; missing clips are not fatal. At the
 end the result is checked as tools/verify_dataset.py checks it, with --cfg
-(default: the dataset's SlowFast config) pointed at OUT. Exit status: 0, or 1
-when the check finds problems.
+(default: the dataset's SlowFast config) pointed at OUT. Exit status: 0; 1
+when the check finds problems; 2 for a bad command line (a missing folder).
 """
 
 import argparse

@@ -318,7 +318,7 @@ def load_checkpoint(
     if "epoch" not in info:
         logger.warning("%s has no epoch entry; treating it as epoch -1", path)
         info["epoch"] = -1
-    logger.info("Loaded checkpoint %s (epoch index %d)", path, info["epoch"])
+    logger.info("Loaded checkpoint %s (after epoch %d)", path, info["epoch"] + 1)
     return info
 
 

@@ -206,7 +206,6 @@ def save(
             extra=extra,
             iteration=iteration,
         )
-        logger.info("saved %s", path)
         for old in cu.prune_mid_epoch_checkpoints(cfg.OUTPUT_DIR, keep=path):
             logger.info("removed the older mid-epoch checkpoint %s", old)
     du.barrier()
