@@ -38,10 +38,12 @@ Every config under `configs/`, one row each. Parameters and GFLOPs (fvcore,
 multiply-adds) are of one test view, counted on the model the config builds.
 "Published" is the reference implementation's (PySlowFast) result for the
 architecture and recipe of the config, with its checkpoint, which the config
-loads (`TEST.CHECKPOINT_FILE_PATH`; `TEST.CHECKPOINT_TYPE caffe2` for the
-Kinetics baselines' Caffe2 pickles). Multigrid configs train with the long and
-short cycles (`MULTIGRID.LONG_CYCLE`, `MULTIGRID.SHORT_CYCLE`); their models
-are their baselines'.
+loads (`TEST.CHECKPOINT_FILE_PATH`). The Kinetics baselines' checkpoints are
+Caffe2 pickles of models that take BGR input: test them with
+`TEST.CHECKPOINT_TYPE caffe2 DATA.REVERSE_INPUT_CHANNEL True` (GETTING_STARTED.md,
+section 11). Multigrid configs train with the long and short cycles
+(`MULTIGRID.LONG_CYCLE`, `MULTIGRID.SHORT_CYCLE`); their models are their
+baselines'.
 
 This page is written by `python tools/model_zoo.py` from the configs and
 `docs/model_zoo.yaml`; do not edit it by hand.
