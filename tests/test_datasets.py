@@ -14,6 +14,7 @@ from slowfast.datasets import (
     build_dataset,
     dataset_size,
 )
+from slowfast.datasets.lists import DataError
 from tests.video_utils import (
     frame_index,
     make_charades,
@@ -288,7 +289,7 @@ def test_all_bad_dataset_fails_fast(tmp_path):
     cfg = tiny_cfg(_bad_root(tmp_path, ["missing", "empty", "missing"]))
     ds = build_dataset("kinetics", cfg, "train")
     start = time.time()
-    with pytest.raises(RuntimeError, match="in a row failed") as info:
+    with pytest.raises(DataError, match="in a row failed") as info:
         ds[(0, None, 1)]
     assert time.time() - start < 5
     assert "file not found" in str(info.value) and ".mp4" in str(info.value)
@@ -343,7 +344,5 @@ def test_bad_data_monitor(caplog):
     assert "Epoch 4: 5 of 100" in caplog.text  # logged 1-based
     assert monitor.end_epoch(4) == 0
     monitor.update([3, 2])
-    with pytest.raises(
-        RuntimeError, match=r"6 videos failed .*=0.05 of 100 videos \(5\)"
-    ):
+    with pytest.raises(DataError, match=r"6 videos failed .*=0.05 of 100 videos \(5\)"):
         monitor.update(torch.tensor([1]))

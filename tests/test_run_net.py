@@ -9,7 +9,12 @@ import pytest
 import torch
 
 from slowfast.launch.parser import parse_args
-from slowfast.utils.logging import format_json_stats, log_json_stats, setup_logging
+from slowfast.utils.logging import (
+    error_line,
+    format_json_stats,
+    log_json_stats,
+    setup_logging,
+)
 from tests.tool_utils import REPO_ROOT, load_tool, tool_path
 
 RUN_NET = tool_path("run_net.py")
@@ -167,7 +172,28 @@ def test_non_finite_loss_is_one_error_line(demo_data, tmp_path, capsys):
     argv = ["--cfg", f"{DEMO}/Kinetics_I3D_tiny.yaml"]
     argv += _opts(demo_data / "kinetics", tmp_path, extra)
     assert _run_net_module().main(argv) == 1
-    err = capsys.readouterr().err.strip().splitlines()
+    out, err = capsys.readouterr()
+    err = err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: loss is "), err
     assert "lower SOLVER.BASE_LR" in err[0]
     assert "no checkpoint was saved yet; traceback in " in err[0]
+    # The console log says it in one line; the traceback is in the file only.
+    assert "process rank 0 failed: loss is " in out and "Traceback" not in out
+    assert "NonFiniteLossError" in (tmp_path / "stdout.log").read_text()
+
+
+def test_error_line_is_the_errors_own_last_line():
+    wrapped = (
+        "Caught DataError in DataLoader worker process 0.\n"
+        "Original Traceback (most recent call last):\n"
+        '  File "base.py", line 316, in _get_train\n'
+        "    raise DataError(\n"
+        "slowfast.datasets.lists.DataError: Kinetics train: 11 videos in a row\n"
+    )
+    assert error_line(wrapped) == "Kinetics train: 11 videos in a row"
+    assert error_line("ZeroDivisionError: division by zero") == (
+        "ZeroDivisionError: division by zero"  # a builtin's name stays
+    )
+    assert error_line("data/0.mp4: empty file") == "data/0.mp4: empty file"
+    assert error_line("x.mp4: empty file") == "x.mp4: empty file"
+    assert error_line(" \n") == "unknown error"

@@ -39,7 +39,7 @@ from slowfast.launch.parser import load_config_from_args, parse_args
 from slowfast.launch.preflight import PreflightError, preflight
 from slowfast.launch.run_lock import RunLock, RunLockError
 from slowfast.launch.start import begin_run
-from slowfast.utils.logging import process_log_path, setup_logging
+from slowfast.utils.logging import error_line, process_log_path, setup_logging
 
 logger = logging.getLogger("slowfast.tools.run_net")
 
@@ -68,11 +68,6 @@ def model_info(cfg: CfgNode) -> None:
         log_model_info(model, cfg)
 
 
-def _last_error_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "unknown error"
-
-
 def _newest_mid_epoch(output_dir: str) -> str:
     """The mid-epoch checkpoint written last (what a stopped run saved)."""
     from slowfast.checkpoint import io as cu
@@ -85,17 +80,11 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
     """Runs the enabled stages on this layout; returns the exit status."""
     import torch.multiprocessing as mp
 
-    from slowfast.checkpoint import io as cu
     from slowfast.config.derived import stop_signals
-    from slowfast.datasets.lists import DataError
-    from slowfast.engine.hooks import NonFiniteLossError
     from slowfast.engine.preemption import EXIT_PREEMPTED, Preempted, signal_name
-    from slowfast.engine.run_state import RunStateError
     from slowfast.launch.spawn import launch_job, run_in_group
     from slowfast.launch.start import stages as enabled_stages
 
-    # Errors in the data, checkpoints or recipe: one line, the traceback in the log.
-    USER_ERRORS = (cu.CheckpointError, DataError, RunStateError, NonFiniteLossError)
     stages = enabled_stages(cfg)
     first_rank = layout.node_rank * layout.procs_per_node
     try:
@@ -136,9 +125,7 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
         return EXIT_FAILED
     except mp.ProcessRaisedException as err:
         rank = first_rank + err.error_index
-        last = _last_error_line(str(err))
-        for name in USER_ERRORS:  # the message alone, not the class path
-            last = last.split(f".{name.__name__}: ", 1)[-1]
+        last = error_line(str(err))  # its traceback's last line, the message
         print(
             f"error: process rank {rank} failed: {last}; the others were "
             f"stopped; traceback in {process_log_path(cfg.OUTPUT_DIR, rank)}",
@@ -146,13 +133,18 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
         )
         return EXIT_FAILED
     except Exception as err:  # this process is the rank (torchrun, srun, 1 process)
-        user_error = isinstance(err, USER_ERRORS)
+        # Errors in the data, checkpoints or recipe (their classes set
+        # ``user_error``): one line here, the traceback in the log.
+        user_error = getattr(err, "user_error", False)
         if layout.spawns and layout.world_size == 1 and not user_error:
             raise  # a single process: the traceback is the report
         rank = layout.rank or 0
         who = "" if layout.world_size == 1 else f"process rank {rank} failed: "
+        # A loader worker's error arrives with the worker's traceback in its
+        # message: error_line keeps the error's own last line.
+        text = error_line(str(err)) if user_error else _one_line(err)
         print(
-            f"error: {who}{_one_line(err)}; traceback in "
+            f"error: {who}{text}; traceback in "
             f"{process_log_path(cfg.OUTPUT_DIR, rank)}",
             file=sys.stderr,
         )

@@ -27,6 +27,8 @@ _RESERVED_KEYS += _STATE_KEYS
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, unreadable or does not fit; the message is one line."""
 
+    user_error = True  # launchers show the message, the traceback in the log only
+
 
 def unwrap_model(model: nn.Module) -> nn.Module:
     """Returns the module inside a (Distributed)DataParallel wrapper, else ``model``."""

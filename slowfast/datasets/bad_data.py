@@ -5,6 +5,8 @@ from typing import Iterable, Union
 
 import torch
 
+from slowfast.datasets.lists import DataError
+
 logger = logging.getLogger(__name__)
 
 
@@ -48,7 +50,7 @@ class BadDataMonitor:
             num_failed: ``extras["num_failed"]`` of a batch (tensor, ints or int).
 
         Raises:
-            RuntimeError: the epoch's failures exceed the bound.
+            DataError: the epoch's failures exceed the bound.
         """
         if isinstance(num_failed, torch.Tensor):
             added = int(num_failed.sum().item())
@@ -59,7 +61,7 @@ class BadDataMonitor:
         self.count += added
         self.total += added
         if self.count > self.bound:
-            raise RuntimeError(
+            raise DataError(
                 f"{self.count} videos failed to load this epoch, more than "
                 f"DATA.MAX_BAD_FRACTION={self.max_fraction} of {self.dataset_size} "
                 f"videos ({self.bound:g}); check the data with tools/verify_dataset.py"

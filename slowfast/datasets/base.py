@@ -313,9 +313,10 @@ class VideoDataset(Dataset):
             pathways = self._finish(frames, short, grid.crop_size, -1, rng, geometry)
             extras = self._extras(current, -1, -1, len(failures))
             return pathways, self._label(classes), current, extras
-        raise RuntimeError(
+        raise DataError(
             f"{self.display_name} {self.split}: {len(failures)} videos in a row "
-            f"failed to load (from entry {index}); last: " + " | ".join(failures[-3:])
+            f"failed to load (from entry {index}); check the data with "
+            "tools/verify_dataset.py; last: " + " | ".join(failures[-3:])
         )
 
     def _get_eval(self, index: int):

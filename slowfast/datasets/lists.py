@@ -50,6 +50,8 @@ class DataError(ValueError):
     """A problem in the user's data or list files (one line naming the file,
     and the line or entry); launchers report it without a traceback."""
 
+    user_error = True  # launchers show the message, the traceback in the log only
+
 
 def _fail(problem: ListProblem, strict: bool, problems: List[ListProblem]) -> None:
     if strict:

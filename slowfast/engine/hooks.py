@@ -124,6 +124,8 @@ class ScheduleHook(HookBase):
 class NonFiniteLossError(FloatingPointError):
     """The loss was not finite: a user error (the recipe's LR, or the data)."""
 
+    user_error = True  # launchers show the message, the traceback in the log only
+
 
 class NonFiniteGuard(HookBase):
     """Stops the run at a non-finite loss (every process at the same step).

@@ -37,6 +37,8 @@ VERSION = 1
 class RunStateError(ValueError):
     """run_state.json cannot be read; the message is one line."""
 
+    user_error = True  # launchers show the message, the traceback in the log only
+
 
 def file_identity(path: str) -> str:
     """Size and modification time: a checkpoint written again is another one."""

@@ -24,7 +24,7 @@ import torch.multiprocessing as mp
 from fvcore.common.config import CfgNode
 
 from slowfast.utils.distributed import init_process_group, procs_per_machine
-from slowfast.utils.logging import setup_logging
+from slowfast.utils.logging import FILE_ONLY, error_line, setup_logging
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +199,10 @@ def _run_in_group(
             gc.collect()
             dist.barrier()
     except Exception as err:
-        if not getattr(err, "expected_stop", False):
+        if getattr(err, "user_error", False):  # bad data, checkpoint, recipe
+            logger.error("process rank %d failed: %s", rank, error_line(str(err)))
+            logger.error("traceback of rank %d", rank, exc_info=True, extra=FILE_ONLY)
+        elif not getattr(err, "expected_stop", False):
             logger.exception("process rank %d failed", rank)
         raise
     finally:

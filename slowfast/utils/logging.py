@@ -12,6 +12,7 @@ import logging
 import math
 import numbers
 import os
+import re
 import sys
 from typing import Any, Optional
 
@@ -31,6 +32,35 @@ _FLOAT_DIGITS = 6
 logger = logging.getLogger(__name__)
 
 
+# ``logger.error(..., extra=FILE_ONLY)``: the record goes to the log file, not to
+# the console (e.g. the traceback of an error the console reports in one line).
+FILE_ONLY = {"file_only": True}
+
+
+# "slowfast.datasets.lists.DataError: " before a message (a traceback's last line).
+_CLASS_PATH = re.compile(r"^(?:[A-Za-z_]\w*\.)+\w*Error: ")
+
+
+def error_line(text: str) -> str:
+    """The line that states an error: the last non-empty line of ``text``
+    without a leading class path. An error raised in a DataLoader worker or
+    in another process arrives with its traceback in the text; the last line
+    is the error's own message.
+
+    Args:
+        text: ``str(error)``, or the text of a traceback.
+
+    Returns:
+        str: one line ("unknown error" for an empty text).
+    """
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return _CLASS_PATH.sub("", lines[-1]) if lines else "unknown error"
+
+
+def _not_file_only(record: logging.LogRecord) -> bool:
+    return not getattr(record, "file_only", False)
+
+
 def _tagged(handler: logging.Handler) -> logging.Handler:
     setattr(handler, _HANDLER_TAG, True)
     return handler
@@ -46,7 +76,8 @@ def setup_logging(output_dir: Optional[str] = None, rank: int = 0) -> None:
         output_dir: the run's output folder; on rank 0 the log is also
             appended to ``output_dir/stdout.log``. None: stdout only.
         rank: global rank of this process. Rank 0 logs INFO and above, the
-            others WARNING and above.
+            others WARNING and above. Records logged with ``extra=FILE_ONLY``
+            reach the file only.
     """
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -61,6 +92,7 @@ def setup_logging(output_dir: Optional[str] = None, rank: int = 0) -> None:
 
     console = _tagged(logging.StreamHandler(stream=sys.stdout))
     console.setFormatter(formatter)
+    console.addFilter(_not_file_only)
     root.addHandler(console)
 
     if output_dir:
