@@ -72,6 +72,23 @@ def test_round_trip_model_optimizer_scaler_extras(tmp_path, cfg):
     assert_same_state(model.state_dict(), fresh.state_dict())
 
 
+def test_load_logs_the_epochs_and_iterations_done(tmp_path, cfg, caplog):
+    model = TinyNet()
+    out = str(tmp_path)
+    whole = cu.save_checkpoint(out, model, None, 2, cfg)
+    mid = cu.save_checkpoint(out, model, None, 2, cfg, iteration=5)
+    with caplog.at_level(logging.INFO):
+        cu.load_checkpoint(whole, model)
+        cu.load_checkpoint(mid, model)
+    assert os.path.basename(whole) == "checkpoint_epoch_00003.pyth"
+    assert os.path.basename(mid) == "checkpoint_epoch_00004_iter_000005.pyth"
+    loaded = [r.getMessage() for r in caplog.records if "Loaded" in r.getMessage()]
+    assert loaded == [
+        f"Loaded checkpoint {whole} (after epoch 3)",
+        f"Loaded checkpoint {mid} (after epoch 3 and 5 iterations of the next)",
+    ]
+
+
 def test_reference_format_checkpoint_loads(tmp_path, caplog):
     """A PySlowFast checkpoint has no extras and no scaler state."""
     model = TinyNet()

@@ -264,7 +264,7 @@ def test_precise_bn_loader_shares_the_training_dataset(root, monkeypatch):
         lambda name, cfg, split: built.append(split) or build(name, cfg, split),
     )
     cfg = tiny_cfg(root, "kinetics", "BN.USE_PRECISE_STATS", True)
-    loaders = build_loaders(cfg, RunContext(), lambda epoch, size: [(2, None)] * 4)
+    loaders = build_loaders(cfg, RunContext(), lambda epoch, size: [(4, None)] * 2)
     assert built == ["train", "val"]  # the training split's annotations read once
     assert loaders.precise.dataset is loaders.train.dataset
     precise = next(iter(loaders.precise))  # its own batches, of TRAIN.BATCH_SIZE

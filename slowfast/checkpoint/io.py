@@ -316,9 +316,12 @@ def load_checkpoint(
     _load_aux_states(path, checkpoint, optimizer, scaler)
     info = {k: v for k, v in checkpoint.items() if k not in _STATE_KEYS}
     if "epoch" not in info:
-        logger.warning("%s has no epoch entry; treating it as epoch -1", path)
+        logger.warning("%s has no epoch entry; treating it as before epoch 1", path)
         info["epoch"] = -1
-    logger.info("Loaded checkpoint %s (after epoch %d)", path, info["epoch"] + 1)
+    done = f"after epoch {info['epoch'] + 1}"
+    if info.get("iteration_in_epoch"):
+        done += f" and {int(info['iteration_in_epoch'])} iterations of the next"
+    logger.info("Loaded checkpoint %s (%s)", path, done)
     return info
 
 

@@ -33,8 +33,9 @@ class ModelInfo:
         min_frames: fewest frames a clip may have.
         varying_shapes: whether the model takes clips of any frame count and
             crop (global pooling before the head); multigrid needs it.
-        width: channels of the stem's output (the ResNets'
-            RESNET.WIDTH_PER_GROUP x NUM_GROUPS); 0 where not known.
+        width: the network's base width (the ResNets' res2 inner width,
+            RESNET.WIDTH_PER_GROUP x NUM_GROUPS); 0 where not known (the
+            CPU memory-format default then keeps the contiguous format).
     """
 
     num_pathways: int = 1
@@ -47,7 +48,7 @@ class ModelInfo:
 
 
 def resnet_width(cfg: CfgNode) -> int:
-    """Channels of the ResNet stem's output (of the slow pathway)."""
+    """The ResNet's base width: res2's inner width (of the slow pathway)."""
     return cfg.RESNET.WIDTH_PER_GROUP * cfg.RESNET.NUM_GROUPS
 
 
@@ -101,7 +102,8 @@ def describe_model(cfg: CfgNode) -> ModelInfo:
         cfg: the run's config.
 
     Returns:
-        ModelInfo: pathways, frame packing, spatial stride and minimum frames.
+        ModelInfo: pathways, frame packing, spatial stride, minimum frames,
+        varying shapes and width.
     """
     name = cfg.MODEL.MODEL_NAME
     if name not in MODEL_REGISTRY:

@@ -96,7 +96,8 @@ def _prepare_folder(folder: str) -> None:
         if not os.path.isfile(os.path.join(folder, MANIFEST)):
             raise FileExistsError(
                 f"{folder}: not empty and has no {MANIFEST}; refusing to overwrite "
-                "a folder the demo generator did not write"
+                "a folder the demo generator did not write: pass another --out, "
+                "or empty the folder"
             )
         shutil.rmtree(folder)
     os.makedirs(folder, exist_ok=True)
