@@ -140,16 +140,14 @@ class NonFiniteGuard(HookBase):
     def after_step(self, state: LoopState) -> None:
         if not state.stats.applied:
             last = cu.get_last_checkpoint(self.output_dir)
+            saved = f"the last good checkpoint is {last}"
+            if not last:
+                saved = "no checkpoint was saved yet"
             raise NonFiniteLossError(
                 f"loss is {state.stats.loss} at epoch {epoch_str(state)}, "
                 f"iteration {state.iter + 1}/{state.iters_in_epoch} (global "
                 f"iteration {state.global_iter + 1}): lower SOLVER.BASE_LR or "
-                "lengthen SOLVER.WARMUP_EPOCHS; "
-                + (
-                    f"the last good checkpoint is {last}"
-                    if last
-                    else "no checkpoint was saved yet"
-                )
+                f"lengthen SOLVER.WARMUP_EPOCHS; {saved}"
             )
 
 
