@@ -67,9 +67,10 @@ def mean_average_precision(scores: torch.Tensor, targets: torch.Tensor) -> float
     dropped = int((~keep).sum())
     if dropped:
         logger.info("mAP: %d classes without positives left out", dropped)
-    # Imported here: scikit-learn (with SciPy) takes a second or more to import,
-    # a cost every training and test process paid at start-up, and only the
-    # mAP of multi-label data needs it.
+    # Imported here: scikit-learn (with SciPy) is slow to import, a cost every
+    # training and test process paid at start-up, and only the mAP of
+    # multi-label data needs it (docs/BENCHMARKS.md, "Start-up of a training
+    # process").
     from sklearn.metrics import average_precision_score
 
     per_class = average_precision_score(

@@ -36,7 +36,7 @@ def autocast_factory(
         logger.warning(
             "TRAIN.MIXED_PRECISION True: bf16 autocast on a CPU without oneDNN's "
             "bf16 kernels (%s; they need AVX512 or AMX) runs many times slower "
-            "than fp32 (about 30x for an I3D R50 step on AVX2); set "
+            "than fp32 (docs/BENCHMARKS.md, 'bf16 autocast on an AVX2 CPU'); set "
             "TRAIN.MIXED_PRECISION False",
             torch.backends.cpu.get_cpu_capability(),
         )
