@@ -1,9 +1,11 @@
-"""Training compute of a run (projects/multigrid/multigrid_study/compute.py)."""
+"""Training compute of a run (projects/multigrid/multigrid_study/compute.py) and
+the per-shape GFLOPs it sums (slowfast/models/model_stats.py)."""
 
 import pytest
-from multigrid_study.compute import model_gflops_fn, parse_shape, training_gflops
+from multigrid_study.compute import parse_shape, training_gflops
 
 from slowfast.config import load_config
+from slowfast.models.model_stats import clip_gflops_fn
 
 DEMO = "configs/Demo/Kinetics_I3D_tiny.yaml"
 
@@ -29,7 +31,7 @@ def test_training_gflops_sums_clips_times_per_clip_cost():
 
 
 def test_model_gflops_rounding_at_strides():
-    fn = model_gflops_fn(load_config([DEMO], ["MODEL.NUM_CLASSES", "10"]))
+    fn = clip_gflops_fn(load_config([DEMO], ["MODEL.NUM_CLASSES", "10"]))
     base = fn(8, 64)
     assert fn(4, 64) == pytest.approx(base / 2, rel=0.05)  # linear in frames
     # A crop whose maps round up at the strides costs more than its area says.

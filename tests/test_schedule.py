@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 
 import pytest
 
@@ -339,6 +340,28 @@ def test_describe_rows(reference_dir):
     assert sum(r["epochs"] for r in rows) == 358
     assert sum(r["iters"] for r in rows) == sched.total_iters(240000)
     assert all(r["rel_cost"] == pytest.approx(1, abs=0.01) for r in rows)
+
+
+def test_table_counts_gflops_at_each_shape():
+    sched = MultigridSchedule.from_cfg(_cfg(True, True), 1)
+
+    def area(frames, crop):  # a clip that costs exactly t x s^2
+        return frames * crop**2 / 1e3
+
+    def strided(frames, crop):  # last-stage maps rounded up at stride 32
+        return frames * math.ceil(crop / 32) ** 2
+
+    def ratios(text):
+        return [float(x) for x in re.findall(r"([0-9.]+)x less", text)]
+
+    text = report.format_table(sched, 24000, area)
+    counted, estimated = ratios(text)
+    assert counted == estimated  # the counter agrees with the t x s^2 estimate
+    # Entry 0's short cycle (base 8 x 32 x 224): 128 x 8 x 112, 64 x 8 x 158 twice.
+    cycle = 128 * area(8, 112) + 2 * 64 * area(8, 158)
+    assert float(text.splitlines()[2].split()[-1]) == pytest.approx(cycle / 3, abs=1)
+    counted, estimated = ratios(report.format_table(sched, 24000, strided))
+    assert counted < estimated - 0.1  # coarse crops cost more than their area
 
 
 def test_epoch_without_a_full_batch_is_one_line_error():

@@ -9,8 +9,9 @@ One row per long-cycle entry: LR stage, phase, global batch (and its
 long-cycle factor), frames, crop, short-cycle crops, epochs, end epoch,
 iterations for ``--dataset-size`` training clips, LR (no warm-up), BN splits,
 BN sync group size and the cost of an iteration (relative to a baseline
-iteration, and GFLOPs unless ``--no-flops``); then totals and the iteration ratio
-against the configured baseline. ``--json`` prints one JSON object instead.
+iteration; unless ``--no-flops``, forward GFLOPs counted at each shape of its
+short cycle); then totals, the iteration ratio and the compute ratio against
+the configured baseline. ``--json`` prints one JSON object instead (no GFLOPs).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Optional
 
 from slowfast.config.derived import global_batch_size
 from slowfast.launch.config import load_run_config
+from slowfast.models.model_stats import clip_gflops_fn
 from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.report import format_table
 from slowfast.utils.distributed import num_processes
@@ -72,22 +74,6 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     return parser.parse_intermixed_args(argv)
 
 
-def clip_gflops(cfg) -> float:
-    """Returns the model's GFLOPs (fvcore) for one clip at the base train shape.
-
-    Args:
-        cfg: the loaded config.
-
-    Returns:
-        float: GFLOPs of one clip of DATA.NUM_FRAMES x TRAIN_CROP_SIZE^2.
-    """
-    from slowfast.models import build_model
-    from slowfast.models.model_stats import gflops
-
-    model = build_model(cfg)
-    return gflops(model, cfg, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE)
-
-
 def main(argv: Optional[list] = None) -> int:
     """Runs the tool.
 
@@ -112,12 +98,13 @@ def main(argv: Optional[list] = None) -> int:
     if args.json:
         print(json.dumps(report.to_dict(schedule, args.dataset_size)))
         return 0
-    gflops = clip_gflops(cfg) if args.flops else None
+    gflops_fn = clip_gflops_fn(cfg) if args.flops else None
+    frames, crop = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
     sources = ", ".join(args.cfg_files) or "defaults"
     print(f"config: {sources}" + (f" + {' '.join(args.opts)}" if args.opts else ""))
     print(
-        f"base shape: {global_batch_size(cfg)} x {cfg.DATA.NUM_FRAMES} x "
-        f"{cfg.DATA.TRAIN_CROP_SIZE}^2 (global batch x frames x crop), "
+        f"base shape: {global_batch_size(cfg)} x {frames} x {crop}^2 "
+        "(global batch x frames x crop), "
         f"{num_procs} process{'es' if num_procs != 1 else ''}, long cycle "
         f"{'on' if schedule.long_cycle else 'off'}, short cycle "
         f"{'on (' + schedule.short_mode + ' crops)' if schedule.short_cycle else 'off'}"
@@ -125,9 +112,9 @@ def main(argv: Optional[list] = None) -> int:
     print(
         f"iterations for {args.dataset_size} training clips (--dataset-size); "
         "batch = global clips at the long-cycle shape; LR without warm-up"
-        + (f"; {gflops:.1f} GFLOPs per base clip" if gflops else "")
+        + (f"; {gflops_fn(frames, crop):.1f} GFLOPs per base clip" if gflops_fn else "")
     )
-    print(format_table(schedule, args.dataset_size, gflops))
+    print(format_table(schedule, args.dataset_size, gflops_fn))
     if args.plot:
         print(f"plot written to {args.plot}")
     return 0

@@ -1,7 +1,7 @@
 """Model statistics: parameter count, fvcore FLOPs, network stride, inputs."""
 
 import logging
-from typing import List, Union
+from typing import Callable, Dict, List, Tuple, Union
 
 import torch
 from fvcore.common.config import CfgNode
@@ -119,6 +119,37 @@ def gflops(model: nn.Module, cfg: CfgNode, num_frames: int, crop_size: int) -> f
     finally:
         model.train(was_training)
     return total / 1e9
+
+
+def clip_gflops_fn(cfg: CfgNode) -> Callable[[int, int], float]:
+    """Returns ``(num_frames, crop_size) -> GFLOPs of one clip`` for a config.
+
+    The config's model is built once, on the CPU; each distinct shape is
+    counted once (``gflops``, eval mode). A coarse multigrid shape does not
+    cost its area: feature maps round up at each stride, so a 68 px crop
+    gives a stride-32 network the same 3 x 3 last-stage maps as a 96 px one.
+
+    Args:
+        cfg: the run's config.
+
+    Returns:
+        Callable[[int, int], float]: the counter.
+    """
+    from slowfast.models import build_model
+
+    cfg = cfg.clone()
+    cfg.defrost()
+    cfg.NUM_GPUS = 0
+    model = build_model(cfg)
+    counted: Dict[Tuple[int, int], float] = {}
+
+    def count(num_frames: int, crop_size: int) -> float:
+        key = (num_frames, crop_size)
+        if key not in counted:
+            counted[key] = gflops(model, cfg, num_frames, crop_size)
+        return counted[key]
+
+    return count
 
 
 def network_stride(cfg: CfgNode) -> int:

@@ -8,12 +8,15 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from slowfast.utils import table
 
 if TYPE_CHECKING:
     from slowfast.multigrid.schedule import MultigridSchedule
+
+# gflops_fn(num_frames, crop_size) -> forward GFLOPs of one clip.
+GflopsFn = Callable[[int, int], float]
 
 
 def describe(schedule: MultigridSchedule, dataset_size: Optional[int] = None) -> list:
@@ -126,24 +129,29 @@ def _lr_text(row: dict) -> str:
 def format_table(
     schedule: MultigridSchedule,
     dataset_size: int,
-    clip_gflops: Optional[float] = None,
+    gflops_fn: Optional[GflopsFn] = None,
 ) -> str:
     """Returns the schedule as an aligned text table with totals.
 
     Args:
         schedule: the schedule.
         dataset_size: training clips the iteration counts are computed for.
-        clip_gflops: GFLOPs of one clip at the base train shape; when given,
-            the cost column is GFLOPs per iteration (an estimate scaled by
-            ``batch * t * s^2``), otherwise cost relative to a baseline
-            iteration.
+        gflops_fn: ``(num_frames, crop_size) -> GFLOPs`` of one clip
+            (``models.model_stats.clip_gflops_fn``); when given, the cost
+            column is the forward GFLOPs of an iteration, counted at each
+            shape of its short cycle, and the compute line compares counted
+            totals. Otherwise costs are relative to a baseline iteration,
+            assuming a clip costs ``t * s^2``.
 
     Returns:
         str: the table, one line per entry, then the totals.
     """
     s = schedule
     info = to_dict(s, dataset_size)
-    cost_head = "GFLOPs/it" if clip_gflops else "cost/it"
+    if gflops_fn:
+        for row, entry in zip(info["rows"], s.entries):
+            row["gflops"] = _iteration_gflops(s, entry, gflops_fn)
+    cost_head = "GFLOPs/it" if gflops_fn else "cost/it"
     head = [
         "#",
         "stage",
@@ -162,8 +170,8 @@ def format_table(
     ]
     lines = []
     for r in info["rows"]:
-        if clip_gflops:
-            cost = f"{r['rel_cost'] * clip_gflops * s.base_batch:.0f}"
+        if gflops_fn:
+            cost = f"{r['gflops']:.0f}"
         else:
             cost = f"{r['rel_cost']:.3f}"
         short = "/".join(str(c) for c in r["short_crops"]) or "-"
@@ -193,25 +201,44 @@ def format_table(
         f"iteration ratio: {info['iteration_ratio']:.2f}x fewer (eq. 1 batch "
         f"scaling), {_ratio_text(info['iteration_ratio_real'])} with the integer "
         f"batch sizes on {dataset_size} clips",
-        _compute_text(info, clip_gflops, s.base_batch),
+        *_compute_text(info, s, gflops_fn),
         f"resolved {s.policy.name}: STEPS {_fmt_list(s.steps)} "
         f"LRS {_fmt_list(s.lrs)} (x BASE_LR {s.policy.base_lr:g})",
     ]
     return text + "\n" + "\n".join(footer)
 
 
-def _compute_text(info: dict, clip_gflops: Optional[float], batch: int) -> str:
-    """Total training compute against the baseline's (same per-clip cost model)."""
-    cost = sum(r["iters"] * r["rel_cost"] for r in info["rows"])
+def _iteration_gflops(schedule: MultigridSchedule, entry, gflops_fn: GflopsFn) -> float:
+    """Mean forward GFLOPs of an iteration at an entry, over its short cycle."""
+    cycle = schedule.cycle(entry)
+    costs = [f * schedule.base_batch * gflops_fn(t, c) for _, t, c, f in cycle]
+    return sum(costs) / len(costs)
+
+
+def _compute_text(
+    info: dict, schedule: MultigridSchedule, gflops_fn: Optional[GflopsFn]
+) -> list:
+    """Total training compute against the baseline's: counted GFLOPs when a
+    counter is given (and the ``t * s^2`` estimate beside them), otherwise
+    baseline-iteration equivalents."""
+    area = sum(r["iters"] * r["rel_cost"] for r in info["rows"])
     base = info["baseline_iters"]
-    ratio = f"{base / cost:.2f}x less" if cost else "n/a"
-    if clip_gflops:
-        scale = clip_gflops * batch  # GFLOPs of one baseline iteration
-        return (
-            f"compute (forward): {cost * scale:.4g} GFLOPs vs {base * scale:.4g} "
-            f"for the baseline ({ratio})"
-        )
-    return f"compute: {cost:.0f} baseline-iteration equivalents vs {base} ({ratio})"
+    area_ratio = f"{base / area:.2f}x less" if area else "n/a"
+    if not gflops_fn:
+        return [
+            f"compute: {area:.0f} baseline-iteration equivalents vs {base} "
+            f"({area_ratio})"
+        ]
+    s = schedule
+    counted = sum(r["iters"] * r["gflops"] for r in info["rows"])
+    base_gflops = base * s.base_batch * gflops_fn(s.num_frames, s.crop_size)
+    ratio = f"{base_gflops / counted:.2f}x less" if counted else "n/a"
+    return [
+        f"compute (forward, counted at each shape): {counted:.4g} GFLOPs vs "
+        f"{base_gflops:.4g} for the baseline ({ratio})",
+        f"  if a clip's cost scaled with frames x crop^2: {area_ratio} (the gap: "
+        "feature maps rounded up at the network's strides)",
+    ]
 
 
 def _ratio_text(ratio: Optional[float]) -> str:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Mapping, Tuple
 
-from fvcore.common.config import CfgNode
-
 # gflops_fn(num_frames, crop_size) -> forward GFLOPs of one clip.
 GflopsFn = Callable[[int, int], float]
 
@@ -56,20 +54,3 @@ def training_gflops(clips_per_shape: Mapping[str, int], gflops_fn: GflopsFn) -> 
             per_clip[frames, crop] = gflops_fn(frames, crop)
         total += clips * per_clip[frames, crop]
     return total
-
-
-def model_gflops_fn(cfg: CfgNode) -> GflopsFn:
-    """``(num_frames, crop_size) -> GFLOPs`` of the config's model (fvcore, on
-    the CPU, in eval mode: BN counts as at test time), built once."""
-    from slowfast.models import build_model
-    from slowfast.models.model_stats import gflops
-
-    cfg = cfg.clone()
-    cfg.defrost()
-    cfg.NUM_GPUS = 0
-    model = build_model(cfg)
-
-    def fn(num_frames: int, crop_size: int) -> float:
-        return gflops(model, cfg, num_frames, crop_size)
-
-    return fn

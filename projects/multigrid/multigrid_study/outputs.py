@@ -9,10 +9,10 @@ from typing import Optional
 
 from fvcore.common.config import CfgNode
 
-from multigrid_study.compute import model_gflops_fn
 from multigrid_study.machine import machine_text
 from multigrid_study.results import aggregate, format_csv, format_table, metric_key
 from multigrid_study.shapes import format_shapes, gflop_per_shape, shape_rows
+from slowfast.models.model_stats import clip_gflops_fn
 
 
 def plot_study(rows: list, path: str, multi_label: bool = False) -> None:
@@ -133,7 +133,7 @@ def write_outputs(
     os.makedirs(out, exist_ok=True)
     missing = [r for r in results if "gflop_per_clip" not in r]
     if missing and cfg is not None:
-        gflops_fn = model_gflops_fn(cfg)
+        gflops_fn = clip_gflops_fn(cfg)
         for result in missing:
             shapes = result.get("clips_per_s") or {}
             result["gflop_per_clip"] = gflop_per_shape(shapes, gflops_fn)

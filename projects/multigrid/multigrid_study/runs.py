@@ -15,7 +15,7 @@ from typing import Optional
 
 from fvcore.common.config import CfgNode
 
-from multigrid_study.compute import model_gflops_fn, training_gflops
+from multigrid_study.compute import training_gflops
 from multigrid_study.machine import machine_text, same_machine
 from multigrid_study.plan import RESULT_FILE, Run, config_differences
 from multigrid_study.progress import (
@@ -34,6 +34,7 @@ from multigrid_study.shapes import gflop_per_shape
 from slowfast.checkpoint import fingerprint as fp
 from slowfast.checkpoint import io as cu
 from slowfast.launch.run_lock import RunLock
+from slowfast.models.model_stats import clip_gflops_fn
 from slowfast.multigrid import MultigridSchedule
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -179,7 +180,7 @@ def execute(
     result.update(stats, train_s=train_seconds(processes), test_s=test_s)
     result["train_processes"] = sum(q["phase"] == "train" for q in processes)
     result["run_dir"] = p.run_dir
-    gflops_fn = model_gflops_fn(p.cfg)
+    gflops_fn = clip_gflops_fn(p.cfg)
     result["gflop_per_clip"] = gflop_per_shape(stats["clips_per_shape"], gflops_fn)
     result["train_gflop"] = training_gflops(stats["clips_per_shape"], gflops_fn)
     result["args"] = p.args
