@@ -183,8 +183,8 @@ def get_spec(layout: str, size: str) -> LayoutSpec:
     """Returns the spec of one layout at one size.
 
     Args:
-        layout: "kinetics", "ssv2" or "charades".
-        size: "tiny", "small" or "bench".
+        layout: one of ``LAYOUTS`` ("kinetics", "ssv2", "charades").
+        size: one of ``SIZES``; "study" and "study_large" exist for "ssv2" only.
 
     Returns:
         LayoutSpec: counts, frame geometry and style.
