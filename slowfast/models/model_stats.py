@@ -11,6 +11,9 @@ from slowfast.models.describe import describe_model
 
 logger = logging.getLogger(__name__)
 
+# (num_frames, crop_size) -> forward GFLOPs of one clip (``clip_gflops_fn``).
+GflopsFn = Callable[[int, int], float]
+
 
 def params_count(model: nn.Module) -> int:
     """Counts the parameters of ``model`` (buffers excluded).
@@ -121,7 +124,7 @@ def gflops(model: nn.Module, cfg: CfgNode, num_frames: int, crop_size: int) -> f
     return total / 1e9
 
 
-def clip_gflops_fn(cfg: CfgNode) -> Callable[[int, int], float]:
+def clip_gflops_fn(cfg: CfgNode) -> GflopsFn:
     """Returns ``(num_frames, crop_size) -> GFLOPs of one clip`` for a config.
 
     The config's model is built once, on the CPU; each distinct shape is
@@ -133,7 +136,7 @@ def clip_gflops_fn(cfg: CfgNode) -> Callable[[int, int], float]:
         cfg: the run's config.
 
     Returns:
-        Callable[[int, int], float]: the counter.
+        GflopsFn: the counter.
     """
     from slowfast.models import build_model
 

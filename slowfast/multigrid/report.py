@@ -8,15 +8,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from slowfast.utils import table
 
 if TYPE_CHECKING:
+    from slowfast.models.model_stats import GflopsFn
     from slowfast.multigrid.schedule import MultigridSchedule
-
-# gflops_fn(num_frames, crop_size) -> forward GFLOPs of one clip.
-GflopsFn = Callable[[int, int], float]
 
 
 def describe(schedule: MultigridSchedule, dataset_size: Optional[int] = None) -> list:

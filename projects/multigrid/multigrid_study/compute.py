@@ -11,10 +11,10 @@ machine would show; the study reports it next to the measured one.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Mapping, Tuple
+from typing import TYPE_CHECKING, Dict, Mapping, Tuple
 
-# gflops_fn(num_frames, crop_size) -> forward GFLOPs of one clip.
-GflopsFn = Callable[[int, int], float]
+if TYPE_CHECKING:
+    from slowfast.models.model_stats import GflopsFn
 
 
 def parse_shape(shape: str) -> Tuple[int, int, int]:

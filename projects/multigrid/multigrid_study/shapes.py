@@ -10,12 +10,13 @@ the machine better).
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from multigrid_study.compute import parse_shape
 from multigrid_study.results import spread
 
-GflopsFn = Callable[[int, int], float]
+if TYPE_CHECKING:
+    from slowfast.models.model_stats import GflopsFn
 
 
 def _base_rate(results: Sequence[dict]) -> Optional[tuple]:
