@@ -30,7 +30,7 @@ def test_training_gflops_sums_clips_times_per_clip_cost():
     assert training_gflops({}, fn) == 0.0
 
 
-def test_model_gflops_rounding_at_strides():
+def test_clip_gflops_rounding_at_strides():
     fn = clip_gflops_fn(load_config([DEMO], ["MODEL.NUM_CLASSES", "10"]))
     base = fn(8, 64)
     assert fn(4, 64) == pytest.approx(base / 2, rel=0.05)  # linear in frames

@@ -12,28 +12,37 @@ from typing import List, Sequence
 from slowfast.multigrid.shapes import IterShape
 
 
-def plan_length(sizes: Sequence[int], shard_size: int) -> int:
-    """How many batches of ``sizes``, taken in turn, fit in ``shard_size`` clips.
+def cycle_counts(sizes: Sequence[int], shard_size: int) -> List[int]:
+    """How many batches of each of ``sizes``, taken in turn, fit in
+    ``shard_size`` clips.
 
     The one rule of an epoch's length: whole batches only (the last
-    incomplete one is dropped). ``epoch_plan`` and the schedule's
-    ``iters_in_epoch`` both use it.
+    incomplete one is dropped), so the positions of the short cycle that
+    come first get one more batch where the cycles do not fit evenly.
+    ``epoch_plan``, the schedule's iteration counts and the planning tool's
+    compute all follow it.
 
     Args:
         sizes: per-process batch sizes of one short cycle, in order.
         shard_size: clips this process reads in the epoch.
 
     Returns:
-        int: the number of batches.
+        list[int]: the number of batches at each position of the cycle.
     """
     full, rest = divmod(shard_size, sum(sizes))
-    count = full * len(sizes)
-    for size in sizes:
+    counts = [full] * len(sizes)
+    for position, size in enumerate(sizes):
         if rest < size:
             break
         rest -= size
-        count += 1
-    return count
+        counts[position] += 1
+    return counts
+
+
+def plan_length(sizes: Sequence[int], shard_size: int) -> int:
+    """How many batches of ``sizes``, taken in turn, fit in ``shard_size``
+    clips: the sum of ``cycle_counts``."""
+    return sum(cycle_counts(sizes, shard_size))
 
 
 def epoch_plan(schedule, epoch: int, shard_size: int) -> List[IterShape]:

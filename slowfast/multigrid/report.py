@@ -8,12 +8,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 from slowfast.utils import table
 
 if TYPE_CHECKING:
     from slowfast.models.model_stats import GflopsFn
+    from slowfast.multigrid.long_cycle import ScheduleEntry
     from slowfast.multigrid.schedule import MultigridSchedule
 
 
@@ -32,7 +33,9 @@ def describe(schedule: MultigridSchedule, dataset_size: Optional[int] = None) ->
         lr`` (stage LR at the entry's start, no warm-up), ``lr_end`` (just
         before its end; differs in the fine-tuning entry and under cosine),
         ``rel_cost`` (mean compute of an iteration relative to a baseline
-        iteration) and, with a size, ``iters``.
+        iteration, a clip costing ``frames x crop^2``) and, with a size,
+        ``iters`` and ``cycle_iters`` (iterations at each position of the
+        short cycle; ``rel_cost`` is then weighted by them).
     """
     s = schedule
     base_cost = s.num_frames * s.crop_size**2
@@ -68,9 +71,13 @@ def describe(schedule: MultigridSchedule, dataset_size: Optional[int] = None) ->
             rel_cost=sum(cost) / len(cost),
         )
         if dataset_size is not None:
-            row["iters"] = sum(
-                s.iters_in_epoch(e, dataset_size) for e in range(start, end)
-            )
+            counts = [0] * len(cycle)
+            for epoch in range(start, end):
+                for position, n in enumerate(s.cycle_iters(epoch, dataset_size)):
+                    counts[position] += n
+            row["iters"] = sum(counts)
+            row["cycle_iters"] = counts
+            row["rel_cost"] = _weighted_mean(cost, counts)
         rows.append(row)
         start = max(start, end)
     return rows
@@ -148,7 +155,7 @@ def format_table(
     info = to_dict(s, dataset_size)
     if gflops_fn:
         for row, entry in zip(info["rows"], s.entries):
-            row["gflops"] = _iteration_gflops(s, entry, gflops_fn)
+            row["gflops"] = _iteration_gflops(s, entry, row["cycle_iters"], gflops_fn)
     cost_head = "GFLOPs/it" if gflops_fn else "cost/it"
     head = [
         "#",
@@ -206,19 +213,58 @@ def format_table(
     return text + "\n" + "\n".join(footer)
 
 
-def _iteration_gflops(schedule: MultigridSchedule, entry, gflops_fn: GflopsFn) -> float:
-    """Mean forward GFLOPs of an iteration at an entry, over its short cycle."""
+def _weighted_mean(values: Sequence[float], weights: Sequence[int]) -> float:
+    """Mean of ``values`` weighted by ``weights``; the plain mean when they sum
+    to zero (an entry without iterations)."""
+    total = sum(weights)
+    if not total:
+        return sum(values) / len(values)
+    return sum(v * w for v, w in zip(values, weights)) / total
+
+
+def _iteration_gflops(
+    schedule: MultigridSchedule,
+    entry: ScheduleEntry,
+    cycle_iters: Sequence[int],
+    gflops_fn: GflopsFn,
+) -> float:
+    """Mean forward GFLOPs of an iteration at an entry, each shape of its
+    short cycle weighted by the iterations it gets."""
     cycle = schedule.cycle(entry)
     costs = [f * schedule.base_batch * gflops_fn(t, c) for _, t, c, f in cycle]
-    return sum(costs) / len(costs)
+    return _weighted_mean(costs, cycle_iters)
+
+
+def compute_totals(
+    schedule: MultigridSchedule, dataset_size: int, gflops_fn: GflopsFn
+) -> Tuple[float, float]:
+    """Forward GFLOPs of all training iterations of a schedule and of its
+    baseline (backward costs about twice as much at every shape, so their
+    ratio is the training compute saved).
+
+    Args:
+        schedule: the schedule.
+        dataset_size: training clips.
+        gflops_fn: ``(num_frames, crop_size) -> GFLOPs`` of one clip.
+
+    Returns:
+        tuple: ``(schedule GFLOPs, baseline GFLOPs)``.
+    """
+    s = schedule
+    total = 0.0
+    for row, entry in zip(describe(s, dataset_size), s.entries):
+        cycle_gflops = _iteration_gflops(s, entry, row["cycle_iters"], gflops_fn)
+        total += row["iters"] * cycle_gflops
+    per_iter = s.base_batch * gflops_fn(s.num_frames, s.crop_size)
+    return total, s.baseline_iters(dataset_size) * per_iter
 
 
 def _compute_text(
     info: dict, schedule: MultigridSchedule, gflops_fn: Optional[GflopsFn]
-) -> list:
+) -> List[str]:
     """Total training compute against the baseline's: counted GFLOPs when a
-    counter is given (and the ``t * s^2`` estimate beside them), otherwise
-    baseline-iteration equivalents."""
+    counter is given (and the ``frames x crop^2`` estimate beside them when a
+    cycle is on), otherwise baseline-iteration equivalents."""
     area = sum(r["iters"] * r["rel_cost"] for r in info["rows"])
     base = info["baseline_iters"]
     area_ratio = f"{base / area:.2f}x less" if area else "n/a"
@@ -228,15 +274,18 @@ def _compute_text(
             f"({area_ratio})"
         ]
     s = schedule
-    counted = sum(r["iters"] * r["gflops"] for r in info["rows"])
-    base_gflops = base * s.base_batch * gflops_fn(s.num_frames, s.crop_size)
+    counted, base_gflops = compute_totals(s, info["dataset_size"], gflops_fn)
     ratio = f"{base_gflops / counted:.2f}x less" if counted else "n/a"
-    return [
+    lines = [
         f"compute (forward, counted at each shape): {counted:.4g} GFLOPs vs "
-        f"{base_gflops:.4g} for the baseline ({ratio})",
-        f"  if a clip's cost scaled with frames x crop^2: {area_ratio} (the gap: "
-        "feature maps rounded up at the network's strides)",
+        f"{base_gflops:.4g} for the baseline ({ratio})"
     ]
+    if s.long_cycle or s.short_cycle:
+        lines.append(
+            f"  if a clip's cost scaled with frames x crop^2: {area_ratio} (the "
+            "gap: feature maps rounded up at the network's strides)"
+        )
+    return lines
 
 
 def _ratio_text(ratio: Optional[float]) -> str:

@@ -33,7 +33,7 @@ from slowfast.datasets.grid import SamplingGrid, jitter_scales, sampling_rate_ra
 from slowfast.multigrid.build import schedule_fields
 from slowfast.multigrid.checks import check_crops, check_structure
 from slowfast.multigrid.long_cycle import ScheduleEntry
-from slowfast.multigrid.plan import epoch_plan, plan_length
+from slowfast.multigrid.plan import cycle_counts, epoch_plan
 from slowfast.multigrid.shapes import (
     IterShape,
     batch_factor,
@@ -309,27 +309,29 @@ class MultigridSchedule:
         """One process's batches of ``epoch``: see ``multigrid.plan.epoch_plan``."""
         return epoch_plan(self, epoch, shard_size)
 
-    def iters_in_epoch(self, epoch: int, dataset_size: int) -> int:
-        """Returns the iterations of an epoch (each process drops its last batch).
+    def cycle_iters(self, epoch: int, dataset_size: int) -> list:
+        """Returns the iterations of an epoch at each position of its cycle.
 
         Each process reads ``ceil(dataset_size / num_procs)`` clips (a padded
-        distributed sampler) in batches of the per-iteration sizes: the length
-        of ``epoch_plan`` for that shard (the same ``plan_length``), counted
-        without building it.
+        distributed sampler) in batches of the per-iteration sizes and drops
+        its last batch: ``epoch_plan``'s shapes, counted without building it.
 
         Args:
             epoch: epoch index.
             dataset_size: training clips in the whole dataset.
 
         Returns:
-            int: iterations of the epoch.
+            list[int]: iterations per position of ``cycle(entry_at(epoch))``.
         """
         clips = math.ceil(dataset_size / self.num_procs)
-        sizes = [
-            self.base_batch * f // self.num_procs
-            for *_, f in self.cycle(self.entry_at(epoch))
-        ]
-        return plan_length(sizes, clips)
+        cycle = self.cycle(self.entry_at(epoch))
+        return cycle_counts(
+            [self.base_batch * f // self.num_procs for *_, f in cycle], clips
+        )
+
+    def iters_in_epoch(self, epoch: int, dataset_size: int) -> int:
+        """Returns the iterations of an epoch: the sum of ``cycle_iters``."""
+        return sum(self.cycle_iters(epoch, dataset_size))
 
     def total_iters(self, dataset_size: int) -> int:
         """Returns the iterations of the whole schedule.
