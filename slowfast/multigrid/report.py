@@ -154,8 +154,7 @@ def format_table(
     s = schedule
     info = to_dict(s, dataset_size)
     if gflops_fn:
-        for row, entry in zip(info["rows"], s.entries):
-            row["gflops"] = _iteration_gflops(s, entry, row["cycle_iters"], gflops_fn)
+        _add_gflops(info["rows"], s, gflops_fn)
     cost_head = "GFLOPs/it" if gflops_fn else "cost/it"
     head = [
         "#",
@@ -250,12 +249,25 @@ def compute_totals(
     Returns:
         tuple: ``(schedule GFLOPs, baseline GFLOPs)``.
     """
+    rows = describe(schedule, dataset_size)
+    _add_gflops(rows, schedule, gflops_fn)
+    return _totals(rows, schedule, dataset_size, gflops_fn)
+
+
+def _add_gflops(rows: list, schedule: MultigridSchedule, gflops_fn: GflopsFn) -> None:
+    """Adds ``gflops`` (``_iteration_gflops``) to ``describe``'s rows."""
+    for row, entry in zip(rows, schedule.entries):
+        counts = row["cycle_iters"]
+        row["gflops"] = _iteration_gflops(schedule, entry, counts, gflops_fn)
+
+
+def _totals(
+    rows: list, schedule: MultigridSchedule, dataset_size: int, gflops_fn: GflopsFn
+) -> Tuple[float, float]:
+    """``compute_totals`` from rows that carry ``gflops``."""
     s = schedule
-    total = 0.0
-    for row, entry in zip(describe(s, dataset_size), s.entries):
-        cycle_gflops = _iteration_gflops(s, entry, row["cycle_iters"], gflops_fn)
-        total += row["iters"] * cycle_gflops
     per_iter = s.base_batch * gflops_fn(s.num_frames, s.crop_size)
+    total = sum(r["iters"] * r["gflops"] for r in rows)
     return total, s.baseline_iters(dataset_size) * per_iter
 
 
@@ -274,7 +286,7 @@ def _compute_text(
             f"({area_ratio})"
         ]
     s = schedule
-    counted, base_gflops = compute_totals(s, info["dataset_size"], gflops_fn)
+    counted, base_gflops = _totals(info["rows"], s, info["dataset_size"], gflops_fn)
     ratio = f"{base_gflops / counted:.2f}x less" if counted else "n/a"
     lines = [
         f"compute (forward, counted at each shape): {counted:.4g} GFLOPs vs "
