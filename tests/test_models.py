@@ -327,34 +327,40 @@ def test_memory_format_default_picks_by_device_and_the_key_overrides():
     }
 
 
-def test_cpu_memory_format_default_follows_width_and_base_shape_bn_groups():
+def test_cpu_memory_format_default_follows_width_and_the_recipes_bn():
     from slowfast.config import load_config
-    from slowfast.engine.memory_format import base_bn_splits, choose_channels_last
+    from slowfast.engine.memory_format import choose_channels_last, recipe_bn_splits
 
     def pick(*opts):
         cfg = load_config(opts=["NUM_GPUS", "0", *opts])
-        return choose_channels_last(cfg), base_bn_splits(cfg)
+        return choose_channels_last(cfg), recipe_bn_splits(cfg)
 
     mg = ["MULTIGRID.LONG_CYCLE", "True", "MULTIGRID.SHORT_CYCLE", "True"]
     assert pick("RESNET.WIDTH_PER_GROUP", "8") == (False, 1)  # tiny: contiguous
     assert pick("RESNET.WIDTH_PER_GROUP", "16") == (True, 1)
     assert pick("RESNET.WIDTH_PER_GROUP", "8", "RESNET.NUM_GROUPS", "2") == (True, 1)
-    # Multigrid: BN_BASE_SIZE (8) clips per group at the base shape.
-    assert pick(*mg, "TRAIN.BATCH_SIZE", "8") == (True, 1)
-    assert pick(*mg, "TRAIN.BATCH_SIZE", "16") == (False, 2)  # fused split BN
-    assert pick(*mg, "TRAIN.BATCH_SIZE", "16", "NUM_CPU_PROCS", "2") == (True, 1)
-    assert pick(*mg, "TRAIN.BATCH_SIZE", "2") == (True, 1)
+    # Multigrid's BN groups do not change it: the same format as the baseline.
+    assert pick(*mg, "TRAIN.BATCH_SIZE", "16") == (True, 1)
+    assert pick(*mg, "TRAIN.BATCH_SIZE", "16", "RESNET.WIDTH_PER_GROUP", "8") == (
+        False,
+        1,
+    )
     sub = ["BN.NORM_TYPE", "sub_batchnorm", "BN.NUM_SPLITS"]
-    assert pick(*sub, "2") == (False, 2)
+    assert pick(*sub, "2") == (False, 2)  # the fused split BN on every batch
     assert pick(*sub, "1") == (True, 1)
     slowfast = ["MODEL.ARCH", "slowfast", "MODEL.MODEL_NAME", "SlowFast"]
     assert pick(*slowfast, "RESNET.WIDTH_PER_GROUP", "8") == (False, 1)
     assert pick(*slowfast) == (True, 1)
-    # The tiny demo configs stay contiguous; the Kinetics R50 configs do not.
-    demo = load_config(
-        [os.path.join(REPO, "configs/Demo/Kinetics_I3D_tiny_multigrid.yaml")]
-    )
-    assert not choose_channels_last(demo)
+    # Each demo's multigrid twin runs in its baseline's format.
+    demos = os.path.join(REPO, "configs", "Demo")
+    for name, expected in (
+        ("Kinetics_I3D_tiny", False),
+        ("Kinetics_I3D_NLN_tiny", False),
+        ("Kinetics_SLOWFAST_tiny", True),  # 16 wide
+    ):
+        for suffix in ("", "_multigrid"):
+            cfg = load_config([os.path.join(demos, f"{name}{suffix}.yaml")])
+            assert choose_channels_last(cfg) is expected, name + suffix
     r50 = load_config(
         [os.path.join(REPO, "configs/Kinetics/I3D_8x8_R50.yaml")], ["NUM_GPUS", "0"]
     )

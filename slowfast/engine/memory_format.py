@@ -3,20 +3,21 @@
 True selects ``torch.channels_last_3d``, False the contiguous format. The
 default (None) is channels-last on GPUs; on CPUs channels-last for models at
 least ``CPU_MIN_WIDTH`` channels wide (``describe_model(cfg).width``; a
-registered model that does not say is contiguous) whose training BN is one
-group per process at the base shape, contiguous otherwise. Why: on GPUs channels-last
-steps are faster with plain and sub-batch BN alike; on CPUs it is faster for
-full-width models but slower for the tiny demo models, and sub-batch BN with
-several splits at the base shape runs as one fused batch norm only on
-contiguous batches (timings: docs/BENCHMARKS.md, "Memory format").
+registered model that does not say is contiguous) unless the recipe's BN
+splits every batch (``BN.NORM_TYPE sub_batchnorm`` with ``BN.NUM_SPLITS`` > 1),
+contiguous otherwise. Why: on GPUs channels-last steps are faster with plain
+and sub-batch BN alike; on CPUs it is faster for models 16 channels wide or
+more but slower for the 8-wide demo models, and sub-batch BN on every
+iteration runs as one fused batch norm only on contiguous batches (timings:
+docs/BENCHMARKS.md, "Memory format"). The MULTIGRID keys never change the
+default: a multigrid run and its baseline run in the same format, so that
+they differ in the schedule alone.
 """
 
 import torch
 from fvcore.common.config import CfgNode
 
 from slowfast.models.describe import describe_model
-from slowfast.multigrid.shapes import bn_layout
-from slowfast.utils.distributed import procs_per_machine
 
 CPU_MIN_WIDTH = 16
 
@@ -26,8 +27,7 @@ def choose_channels_last(cfg: CfgNode) -> bool:
 
     Args:
         cfg: the run's config (MODEL.CHANNELS_LAST_3D; when None: NUM_GPUS,
-            the model's width and the BN grouping of training at the base
-            shape).
+            the model's width and BN.NORM_TYPE / BN.NUM_SPLITS).
 
     Returns:
         bool: True for channels-last weights and inputs, False for contiguous.
@@ -37,20 +37,12 @@ def choose_channels_last(cfg: CfgNode) -> bool:
     if cfg.NUM_GPUS > 0:
         return torch.cuda.is_available()
     width = describe_model(cfg).width
-    return width >= CPU_MIN_WIDTH and base_bn_splits(cfg) == 1
+    return width >= CPU_MIN_WIDTH and recipe_bn_splits(cfg) == 1
 
 
-def base_bn_splits(cfg: CfgNode) -> int:
-    """BN groups per training process at the base shape.
-
-    Multigrid groups MULTIGRID.BN_BASE_SIZE clips (the process's share of
-    TRAIN.BATCH_SIZE divided by it, at least 1); otherwise BN.NUM_SPLITS for
-    ``sub_batchnorm`` and 1 for the other norms.
-    """
-    if cfg.MULTIGRID.LONG_CYCLE or cfg.MULTIGRID.SHORT_CYCLE:
-        procs = procs_per_machine(cfg)
-        per_proc = cfg.TRAIN.BATCH_SIZE // procs
-        return bn_layout(per_proc, procs, cfg.MULTIGRID.BN_BASE_SIZE)[0]
+def recipe_bn_splits(cfg: CfgNode) -> int:
+    """BN groups per batch that the recipe's BN asks for, multigrid aside:
+    BN.NUM_SPLITS for ``sub_batchnorm``, 1 for the other norms."""
     if cfg.BN.NORM_TYPE == "sub_batchnorm":
         return cfg.BN.NUM_SPLITS
     return 1
