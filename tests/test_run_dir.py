@@ -213,6 +213,25 @@ def test_preflight_names_each_problem_in_one_line(tmp_path, demo_data, monkeypat
         pf.preflight(run.cfg, run.layout)
 
 
+@pytest.mark.parametrize(
+    "opts, message",
+    [
+        (["MULTIGRID.SHORT_CYCLE", "True", "MULTIGRID.BN_BASE_SIZE", "3"],
+         "MULTIGRID.BN_BASE_SIZE"),
+        (["MULTIGRID.LONG_CYCLE", "True", "SOLVER.MAX_EPOCH", "2",
+          "SOLVER.STEPS", "[0, 1]", "SOLVER.LRS", "[1, 0.1]",
+          "MULTIGRID.EPOCH_FACTOR", "0.2"], "rounds to 0 epochs"),
+    ],
+)  # fmt: skip
+def test_preflight_refuses_a_schedule_the_trainer_cannot_build(
+    tmp_path, demo_data, opts, message
+):
+    run = _setup(tmp_path, demo_data, *opts)
+    with pytest.raises(pf.PreflightError, match=message) as info:
+        pf.preflight(run.cfg, run.layout)
+    assert info.value.exit_status == 2 and "\n" not in str(info.value)
+
+
 def test_a_published_gpu_config_on_a_cpu_machine_is_one_line(tmp_path):
     cfg = os.path.join(REPO_ROOT, "configs", "Kinetics", "SLOWFAST_8x8_R50.yaml")
     cmd = [sys.executable, RUN_NET, "--cfg", cfg, "OUTPUT_DIR", str(tmp_path / "o")]

@@ -83,6 +83,19 @@ def check_batch(cfg: CfgNode, layout: Layout) -> None:
             raise PreflightError(str(err), EXIT_CONFIG) from err
 
 
+def check_schedule(cfg: CfgNode, layout: Layout) -> None:
+    """The training schedule builds and fits the model: LR stages, multigrid
+    epochs, batch factors and BN splits (what the trainer builds first)."""
+    if not cfg.TRAIN.ENABLE:
+        return
+    from slowfast.engine.builders import build_schedule
+
+    try:
+        build_schedule(cfg, layout.world_size)
+    except ValueError as err:
+        raise PreflightError(str(err), EXIT_CONFIG) from err
+
+
 def check_data(cfg: CfgNode) -> None:
     """The data folder and the annotation files of every split read exist."""
     from slowfast.datasets.build import check_data_dir, dataset_class, dataset_name
@@ -182,6 +195,7 @@ def preflight(cfg: CfgNode, layout: Layout) -> None:
     check_devices(cfg, layout)
     check_cuda_graphs(cfg, layout)
     check_batch(cfg, layout)
+    check_schedule(cfg, layout)
     check_checkpoint_files(cfg)
     check_data(cfg)
     if layout.spawns and layout.node_rank == 0 or layout.rank == 0:
@@ -203,6 +217,7 @@ def preflight_submit(cfg: CfgNode, layout: Layout, write: bool = True) -> None:
     """
     check_cuda_graphs(cfg, layout)
     check_batch(cfg, layout)
+    check_schedule(cfg, layout)
     check_checkpoint_files(cfg)
     check_data(cfg)
     if write:

@@ -52,6 +52,11 @@ def check_structure(schedule: ScheduleView) -> None:
         key="TRAIN.BATCH_SIZE x NUM_SHARDS",
     )
     multigrid = s.long_cycle or s.short_cycle
+    if s.entries[-1].end_epoch < 1:
+        raise ValueError(
+            "SOLVER.MAX_EPOCH x MULTIGRID.EPOCH_FACTOR rounds to 0 epochs: the "
+            "schedule has none; raise SOLVER.MAX_EPOCH or MULTIGRID.EPOCH_FACTOR"
+        )
     for index, entry in enumerate(s.entries):
         if entry.num_frames < 1:
             raise ValueError(
