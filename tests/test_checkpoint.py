@@ -13,6 +13,8 @@ from torch import nn
 
 from slowfast.checkpoint import io as cu
 from slowfast.config import get_cfg, load_config
+from slowfast.engine.resume import ResumePoint, resume_or_init
+from slowfast.utils.distributed import RunContext
 from tests.checkpoint_utils import (
     TinyNet,
     assert_same_state,
@@ -87,6 +89,32 @@ def test_load_logs_the_epochs_and_iterations_done(tmp_path, cfg, caplog):
         f"Loaded checkpoint {whole} (after epoch 3)",
         f"Loaded checkpoint {mid} (after epoch 3 and 5 iterations of the next)",
     ]
+
+
+def test_initial_weights_from_a_mid_epoch_checkpoint_continue_inside_its_epoch(
+    tmp_path, cfg, caplog
+):
+    """TRAIN.CHECKPOINT_FILE_PATH: a mid-epoch file continues at its iteration
+    (not at iteration 0 of its epoch, which would train those iterations twice);
+    with TRAIN.CHECKPOINT_EPOCH_RESET the run starts at epoch 0."""
+    model = TinyNet()
+    mid = cu.save_checkpoint(
+        str(tmp_path), model, make_optimizer(model), 2, cfg, iteration=5
+    )
+
+    def start(*extra):
+        run = load_config(
+            [],
+            ["NUM_GPUS", "0", "OUTPUT_DIR", str(tmp_path / "new"),
+             "TRAIN.CHECKPOINT_FILE_PATH", mid, *extra],
+        )  # fmt: skip
+        fresh = TinyNet()
+        return resume_or_init(run, RunContext(), fresh, make_optimizer(fresh), None)
+
+    with caplog.at_level(logging.INFO):
+        assert start() == ResumePoint(3, 5)
+    assert f"initialised from {mid} (epoch 4, iteration 5 done)" in caplog.text
+    assert start("TRAIN.CHECKPOINT_EPOCH_RESET", "True") == ResumePoint(0, 0)
 
 
 def test_reference_format_checkpoint_loads(tmp_path, caplog):

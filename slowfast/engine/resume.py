@@ -99,8 +99,8 @@ def resume_or_init(
     With TRAIN.AUTO_RESUME the newest valid checkpoint of OUTPUT_DIR restores
     model, optimizer, scaler and this process's RNG states. Otherwise
     TRAIN.CHECKPOINT_FILE_PATH, when set, initialises the model (and, unless
-    TRAIN.CHECKPOINT_EPOCH_RESET, the optimizer and the epoch), as the
-    reference does.
+    TRAIN.CHECKPOINT_EPOCH_RESET, the optimizer and the epoch, and the
+    iteration of a mid-epoch checkpoint), as the reference does.
 
     Args:
         cfg: the frozen config.
@@ -130,10 +130,7 @@ def resume_or_init(
         if states:
             runtime.set_rng_state(states[ctx.rank % len(states)])
         iteration = int(info.get("iteration_in_epoch", 0))
-        where = f"epoch {info['epoch'] + 1} done"
-        if iteration:
-            where = f"epoch {info['epoch'] + 2}, iteration {iteration} done"
-        logger.info("resumed from %s (%s)", path, where)
+        logger.info("resumed from %s (%s)", path, _done(info["epoch"], iteration))
         # Marks where the replayed epochs' lines start in json_stats.log.
         line = {"_type": "resume", "checkpoint": path, "epoch": info["epoch"] + 1}
         if iteration:
@@ -153,9 +150,25 @@ def resume_or_init(
             epoch_reset=reset,
             clear_name_pattern=cfg.TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN,
         )
-        logger.info("initialised from %s", cfg.TRAIN.CHECKPOINT_FILE_PATH)
-        return ResumePoint(0 if reset else info["epoch"] + 1)
+        if reset:
+            logger.info("initialised from %s", cfg.TRAIN.CHECKPOINT_FILE_PATH)
+            return ResumePoint()
+        # A mid-epoch checkpoint continues inside its epoch, as a resume does.
+        iteration = int(info.get("iteration_in_epoch", 0))
+        logger.info(
+            "initialised from %s (%s)",
+            cfg.TRAIN.CHECKPOINT_FILE_PATH,
+            _done(info["epoch"], iteration),
+        )
+        return ResumePoint(info["epoch"] + 1, iteration)
     return ResumePoint()
+
+
+def _done(epoch: int, iteration: int) -> str:
+    """``epoch 3 done`` or ``epoch 4, iteration 120 done`` (1-based epochs)."""
+    if iteration:
+        return f"epoch {epoch + 2}, iteration {iteration} done"
+    return f"epoch {epoch + 1} done"
 
 
 def save(
