@@ -1,6 +1,7 @@
 """Config loading through the command line: errors, overrides, merge order."""
 
 import glob
+import logging
 import os
 
 import pytest
@@ -54,6 +55,20 @@ def test_bad_value_names_key(key, value, why):
     message = str(err.value)
     assert message.startswith(f"{key} = ") and why in message
     assert "\n" not in message
+
+
+def test_inflating_caffe2_weights_is_refused():
+    with pytest.raises(ConfigError, match="convert the Caffe2 .pkl first"):
+        _load(["TRAIN.CHECKPOINT_TYPE", "caffe2", "TRAIN.CHECKPOINT_INFLATE", "True"])
+
+
+def test_a_reference_key_nothing_reads_warns(caplog):
+    with caplog.at_level(logging.WARNING):
+        _load(["MULTIGRID.EVAL_FREQ", "5"])
+        assert "MULTIGRID.EVAL_FREQ = 5 has no effect here" in caplog.text
+        caplog.clear()
+        _load([])
+    assert not caplog.text  # the defaults warn of nothing
 
 
 def test_bce_on_probabilities_is_allowed_for_testing_only():

@@ -7,6 +7,7 @@ names the key and where it came from. The result is validated and frozen.
 
 import ast
 import difflib
+import logging
 import os
 from typing import Any, Callable, Iterable, Sequence
 
@@ -14,7 +15,9 @@ import yaml
 from fvcore.common.config import CfgNode
 
 from slowfast.config.defaults import get_cfg
-from slowfast.config.validate import validate_cfg
+from slowfast.config.validate import unread_keys_set, validate_cfg
+
+logger = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -175,5 +178,7 @@ def load_config(
     except ValueError as err:
         origin = ", ".join(sources) if sources else "defaults"
         raise ConfigError(f"{err} (config from: {origin})") from err
+    for line in unread_keys_set(cfg, get_cfg()):
+        logger.warning(line)
     cfg.freeze()
     return cfg

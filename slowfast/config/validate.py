@@ -54,6 +54,28 @@ _POSITIVE = (
 )
 
 
+# Reference keys kept so that reference configs load, which nothing reads:
+# what does their job here.
+UNREAD_KEYS = {
+    "SOLVER.WARMUP_FACTOR": "SOLVER.WARMUP_START_LR sets the warm-up's first LR",
+    "MULTIGRID.EVAL_FREQ": "TRAIN.EVAL_PERIOD sets when to validate",
+    "MULTIGRID.DEFAULT_B": "the schedule derives it from TRAIN.BATCH_SIZE",
+    "MULTIGRID.DEFAULT_T": "the schedule derives it from DATA.NUM_FRAMES",
+    "MULTIGRID.DEFAULT_S": "the schedule derives it from DATA.TRAIN_CROP_SIZE",
+    "MODEL.SINGLE_PATHWAY_ARCH": "MODEL.ARCH and the model's registry entry decide",
+    "MODEL.MULTI_PATHWAY_ARCH": "MODEL.ARCH and the model's registry entry decide",
+}
+
+
+def unread_keys_set(cfg: CfgNode, defaults: CfgNode) -> list:
+    """One line per key of ``UNREAD_KEYS`` set to another value than its default."""
+    return [
+        f"{key} = {_get(cfg, key)!r} has no effect here: {why}"
+        for key, why in UNREAD_KEYS.items()
+        if _get(cfg, key) != _get(defaults, key)
+    ]
+
+
 def _get(cfg: CfgNode, key: str):
     node = cfg
     for part in key.split("."):
@@ -118,6 +140,13 @@ def validate_cfg(cfg: CfgNode) -> None:
         "TRAIN.CUDA_GRAPHS",
         graphs,
         "needs a GPU (NUM_GPUS > 0); set it False on CPU",
+    )
+    _check(
+        not (cfg.TRAIN.CHECKPOINT_INFLATE and cfg.TRAIN.CHECKPOINT_TYPE == "caffe2"),
+        "TRAIN.CHECKPOINT_INFLATE",
+        True,
+        "inflates .pyth weights only; convert the Caffe2 .pkl first "
+        "(tools/convert_checkpoint.py) and set TRAIN.CHECKPOINT_TYPE pytorch",
     )
     loss = cfg.MODEL.LOSS_FUNC
     _check(
