@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.files import epochs_done
 from slowfast.config import load_config
 from slowfast.config.derived import parse_signals
 from slowfast.engine import trainer as trainer_module
@@ -183,6 +184,9 @@ def test_checkpoint_names_sort_mid_epoch_checkpoints_inside_their_epoch(tmp_path
         "checkpoint_epoch_00004_iter_000120.pyth",
         "checkpoint_epoch_00004.pyth",
     ]
+    # What the tester's TensorBoard scalars use as the epoch.
+    assert [epochs_done(name) for name in order] == [2, 3, 3, 3, 4]
+    assert epochs_done("SLOWFAST_8x8_R50.pyth") is None
     # A save at an earlier position (a resume from an older checkpoint) keeps
     # itself and what lies after it; it removes only what lies before.
     keep = str(folder / "checkpoint_epoch_00004_iter_000009.pyth")

@@ -90,6 +90,17 @@ def checkpoint_position(path: str) -> Optional[tuple]:
     return int(match.group(1)), float("inf") if it is None else int(it)
 
 
+def epochs_done(path: str) -> Optional[int]:
+    """Epochs a checkpoint file's name says are finished: 3 for
+    ``checkpoint_epoch_00003.pyth`` and ``..._00004_iter_000120.pyth``; None
+    for other names."""
+    position = checkpoint_position(path)
+    if position is None:
+        return None
+    epoch, iteration = position
+    return epoch if iteration == float("inf") else epoch - 1
+
+
 def is_mid_epoch_checkpoint(path: str) -> bool:
     """Whether ``path`` is named as a checkpoint taken inside an epoch."""
     position = checkpoint_position(path)

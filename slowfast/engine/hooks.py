@@ -296,7 +296,7 @@ class CheckpointHook(HookBase):
 
     Args:
         checkpointer: the run's ``resume.Checkpointer``.
-        period: epochs between checkpoints (TRAIN.CHECKPOINT_PERIOD; 0: none).
+        period: epochs between checkpoints (TRAIN.CHECKPOINT_PERIOD, at least 1).
     """
 
     def __init__(self, checkpointer: Checkpointer, period: int):

@@ -2,7 +2,6 @@
 
 import logging
 import os
-import re
 from typing import Optional
 
 import simplejson
@@ -11,6 +10,7 @@ from fvcore.common.config import CfgNode
 from torch.utils.data import DataLoader
 
 from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.files import epochs_done
 from slowfast.checkpoint.fingerprint import test_settings
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.datasets.build import check_data_dir
@@ -213,8 +213,7 @@ def _write_test_scalars(cfg: CfgNode, metrics: dict, checkpoint: str) -> None:
     log_dir = cfg.TENSORBOARD.LOG_DIR or os.path.join(
         cfg.OUTPUT_DIR, f"runs-{cfg.TEST.DATASET}"
     )
-    match = re.search(r"(\d+)", os.path.basename(checkpoint))
-    epoch = int(match.group(1)) if match else 0  # checkpoint_epoch_00040 -> 40
+    epoch = epochs_done(checkpoint) or 0  # a published model's name: 0
     with SummaryWriter(log_dir) as writer:
         for key in ("top1_err", "top5_err", "map"):
             if key in metrics:
