@@ -22,9 +22,10 @@ import sys
 from typing import Optional
 
 from slowfast.config.derived import global_batch_size
+from slowfast.engine.builders import build_schedule
 from slowfast.launch.config import load_run_config
 from slowfast.models.model_stats import clip_gflops_fn
-from slowfast.multigrid import MultigridSchedule, report
+from slowfast.multigrid import report
 from slowfast.multigrid.report import format_table
 from slowfast.utils.distributed import num_processes
 
@@ -60,7 +61,10 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
         help=f"training clips for iteration counts (default {DEFAULT_DATASET_SIZE})",
     )
     parser.add_argument(
-        "--min-crop", type=int, default=32, help="network stride (default 32)"
+        "--min-crop",
+        type=int,
+        default=None,
+        help="smallest crop allowed (default: the model's total stride)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", default="", help="write a plot (PNG) here")
@@ -87,7 +91,10 @@ def main(argv: Optional[list] = None) -> int:
     try:
         cfg = load_run_config(args.cfg_files, args.opts)
         num_procs = args.num_procs or num_processes(cfg)
-        schedule = MultigridSchedule.from_cfg(cfg, num_procs, min_crop=args.min_crop)
+        # The trainer's checks: the model's stride and fewest frames.
+        schedule = build_schedule(cfg, num_procs)
+        if args.min_crop is not None:
+            schedule.validate(min_crop=args.min_crop)
     except ValueError as err:
         print(f"plan_multigrid: error: {err}", file=sys.stderr)
         return 2

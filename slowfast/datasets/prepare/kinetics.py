@@ -128,8 +128,3 @@ def _write_list(out: str, split: str, rows: List[Tuple[str, int]]) -> None:
     from slowfast.datasets.demo.writers import write_kinetics_list
 
     write_kinetics_list(os.path.join(out, f"{split}.csv"), rows)
-
-
-def config_overrides(out: str) -> List[str]:
-    """The overrides that point a Kinetics config at the prepared folder."""
-    return ["DATA.PATH_TO_DATA_DIR", out, "DATA.PATH_PREFIX", out]
