@@ -153,6 +153,29 @@ def test_ssv2_from_the_json_files_and_webm(tmp_path):
     _train_one_epoch("SSv2_I3D_tiny.yaml", out, "MODEL.NUM_CLASSES", "2")
 
 
+def test_videos_that_fail_to_decode_past_max_failed_end_the_run(tmp_path):
+    ann, videos = tmp_path / "ann", tmp_path / "dl"
+    ann.mkdir()
+    videos.mkdir()
+    (ann / "something-something-v2-labels.json").write_text('{"Moving x up": "0"}')
+    for name, ids in (("train", range(1, 4)), ("validation", range(11, 12))):
+        entries = [{"id": str(i), "template": "Moving [x] up"} for i in ids]
+        (ann / f"something-something-v2-{name}.json").write_text(json.dumps(entries))
+    for i in (1, 2, 11):
+        _write_webm(str(videos / f"{i}.webm"), _frames(i))
+    (videos / "3.webm").write_bytes(b"not a video")  # 1 of the 4 found
+    args = ["ssv2", "--annotations", ann, "--videos", videos, "--workers", "1",
+            "--no-verify", "--out"]  # fmt: skip
+    failed = _run(*args, tmp_path / "a", check=False)
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines()[-1].startswith(
+        "error: 1 of 4 videos failed to convert or decode, more than --max-failed "
+        "0.05 of them"
+    )
+    assert (tmp_path / "a" / "failed_ssv2.txt").read_text().startswith("3\t")
+    _run(*args, tmp_path / "b", "--max-failed", "0.25")  # 1 of 4 is allowed
+
+
 @pytest.mark.parametrize("source", ["videos", "official frames"])
 @pytest.mark.slow
 def test_charades_from_the_csvs_with_per_frame_labels(tmp_path, source):

@@ -24,7 +24,9 @@ and run again (finished items are skipped). Items that failed are listed in
 OUT/failed_<dataset>.txt with the reason; missing clips are not fatal. At the
 end the result is checked as tools/verify_dataset.py checks it, with --cfg
 (default: the dataset's SlowFast config) pointed at OUT. Exit status: 0; 1
-when the check finds problems; 2 for a bad command line (a missing folder).
+when more than --max-failed (0.05) of the videos found fail to convert or
+decode, or the check finds problems; 2 for a bad command line (a missing
+folder).
 """
 
 import argparse
@@ -61,7 +63,16 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--fps", type=float, default=None, help="ssv2 30, charades 24")
     parser.add_argument("--cfg", default=None, help="config for the final check")
     parser.add_argument("--no-verify", action="store_true", help="skip the check")
+    parser.add_argument(
+        "--max-failed",
+        type=float,
+        default=0.05,
+        help="exit 1 when more than this fraction of the videos found fail to "
+        "convert or decode (default 0.05; missing videos do not count)",
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.max_failed <= 1:
+        parser.error(f"--max-failed {args.max_failed:g}: give a fraction in [0, 1]")
     args.renditions = _renditions(parser, args.renditions)
     return args
 
@@ -119,7 +130,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     try:
         if args.dataset == "kinetics":
-            splits, failures, notes = kinetics.prepare(
+            result = kinetics.prepare(
                 args.annotations,
                 args.videos,
                 args.out,
@@ -130,7 +141,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             module = ssv2 if args.dataset == "ssv2" else charades
             fps = args.fps or (30.0 if args.dataset == "ssv2" else 24.0)
-            splits, failures, notes = module.prepare(
+            result = module.prepare(
                 args.annotations,
                 args.videos,
                 args.out,
@@ -142,16 +153,27 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     failed_file = os.path.join(args.out, f"failed_{args.dataset}.txt")
-    write_failures(failed_file, failures)
-    print(f"{args.dataset}: wrote {', '.join(splits)} to {args.out}")
-    for note in notes:
+    write_failures(failed_file, result.failures)
+    print(f"{args.dataset}: wrote {', '.join(result.splits)} to {args.out}")
+    for note in result.notes:
         print(f"note: {note}")
-    if failures:
-        print(f"{len(failures)} item(s) failed or are missing: see {failed_file}")
+    if result.failures:
+        print(
+            f"{len(result.failures)} item(s) failed or are missing: see {failed_file}"
+        )
+    if result.broken > args.max_failed * result.attempted:
+        print(
+            f"error: {result.broken} of {result.attempted} videos failed to convert "
+            f"or decode, more than --max-failed {args.max_failed:g} of them; their "
+            f"reasons are in {failed_file}: fix them and run again (finished videos "
+            "are skipped)",
+            file=sys.stderr,
+        )
+        return 1
     if args.no_verify:
         return 0
     cfg_file = args.cfg or os.path.join(REPO, CONFIGS[args.dataset])
-    checked = splits if args.dataset == "kinetics" else ["train", "val"]
+    checked = result.splits if args.dataset == "kinetics" else ["train", "val"]
     return 1 if verify(cfg_file, args.out, args.dataset, checked) else 0
 
 

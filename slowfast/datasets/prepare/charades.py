@@ -13,7 +13,12 @@ import csv
 import os
 from typing import Dict, List, Sequence, Tuple
 
-from slowfast.datasets.prepare.common import index_files, run_items, video_to_frames
+from slowfast.datasets.prepare.common import (
+    Prepared,
+    index_files,
+    run_items,
+    video_to_frames,
+)
 
 CSVS = {"train": "Charades_v1_train.csv", "val": "Charades_v1_test.csv"}
 VIDEO_EXTENSIONS = (".mp4", ".webm", ".mkv", ".avi")
@@ -58,7 +63,7 @@ def prepare(
     fps: float,
     workers: int,
     renditions: Sequence[float] = (),
-) -> Tuple[List[str], List[Tuple[str, str]], List[str]]:
+) -> Prepared:
     """Prepares Charades from videos, or from the official frames when
     ``videos`` holds ``<id>/<id>-NNNNNN.jpg`` folders (then at 24 fps)."""
     from slowfast.datasets.demo.writers import frame_list_rows, write_frame_list
@@ -67,6 +72,7 @@ def prepare(
     os.makedirs(out, exist_ok=True)
     found = index_files(videos, VIDEO_EXTENSIONS)
     failures, written, notes = [], [], []
+    attempted = broken = 0
     used_official = False
     for split, name in CSVS.items():
         path = os.path.join(annotations, name)
@@ -95,6 +101,7 @@ def prepare(
             items, video_to_frames, workers, f"charades {split}"
         )
         failures += failed
+        attempted, broken = attempted + len(items), broken + len(failed)
         decoded = {item[0]: paths for item, paths in zip(items, results) if paths}
         lines = []
         for index, vid in enumerate(
@@ -113,4 +120,4 @@ def prepare(
     if used_official and renditions:
         notes.append("no renditions: the official frames have none")
     notes.append("test reads val.csv (Charades_v1_test.csv), as the reference")
-    return written, failures, notes
+    return Prepared(written, failures, notes, attempted, broken)

@@ -4,6 +4,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
@@ -13,6 +14,26 @@ import numpy as np
 # An item's work returns ("done" | "skipped", result) or raises; failures are
 # (item id, reason) pairs.
 Failure = Tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What preparing a dataset wrote and what failed.
+
+    Attributes:
+        splits: the list files written.
+        failures: (item id, reason) of every video left out: missing from the
+            downloads, or failed to convert or decode.
+        notes: lines for the user.
+        attempted: videos found and converted or decoded.
+        broken: of those, how many failed (bad data, as against missing).
+    """
+
+    splits: List[str]
+    failures: List[Failure]
+    notes: List[str]
+    attempted: int
+    broken: int
 
 
 def _call(job):

@@ -18,7 +18,12 @@ import json
 import os
 from typing import Dict, List, Sequence, Tuple
 
-from slowfast.datasets.prepare.common import index_files, reencode, run_items
+from slowfast.datasets.prepare.common import (
+    Prepared,
+    index_files,
+    reencode,
+    run_items,
+)
 from slowfast.datasets.renditions import rendition_path, write_renditions
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".avi", ".mov")
@@ -58,8 +63,8 @@ def prepare(
     short: int,
     workers: int,
     renditions: Sequence[float] = (),
-) -> Tuple[List[str], List[Tuple[str, str]], List[str]]:
-    """Prepares Kinetics; returns the splits written, the failures and notes.
+) -> Prepared:
+    """Prepares Kinetics: clips re-encoded, lists, class ids and renditions.
 
     Args:
         annotations: folder of the official CSVs.
@@ -121,7 +126,7 @@ def prepare(
     with open(os.path.join(out, "classids.json"), "w") as f:
         json.dump(class_ids, f, indent=1)
     write_renditions(out, renditions)
-    return written, failures, notes
+    return Prepared(written, failures, notes, len(items), len(failed))
 
 
 def _write_list(out: str, split: str, rows: List[Tuple[str, int]]) -> None:

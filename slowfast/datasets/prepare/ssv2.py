@@ -11,9 +11,14 @@ frame lists ``train.csv`` / ``val.csv`` and the three JSON files (copied).
 import json
 import os
 import shutil
-from typing import List, Sequence, Tuple
+from typing import Sequence
 
-from slowfast.datasets.prepare.common import index_files, run_items, video_to_frames
+from slowfast.datasets.prepare.common import (
+    Prepared,
+    index_files,
+    run_items,
+    video_to_frames,
+)
 
 VIDEO_EXTENSIONS = (".webm", ".mp4", ".mkv")
 JSONS = {
@@ -30,8 +35,8 @@ def prepare(
     fps: float,
     workers: int,
     renditions: Sequence[float] = (),
-) -> Tuple[List[str], List[Tuple[str, str]], List[str]]:
-    """Prepares SSv2; returns the splits written, the failures and notes."""
+) -> Prepared:
+    """Prepares SSv2: frames, frame lists, renditions and the JSON files."""
     from slowfast.datasets.demo.writers import frame_list_rows, write_frame_list
     from slowfast.datasets.renditions import write_renditions
 
@@ -43,6 +48,7 @@ def prepare(
         shutil.copyfile(src, os.path.join(out, name))
     found = index_files(videos, VIDEO_EXTENSIONS)
     failures, written = [], []
+    attempted = broken = 0
     for split in ("train", "val"):
         with open(os.path.join(annotations, JSONS[split])) as f:
             entries = json.load(f)
@@ -58,6 +64,7 @@ def prepare(
             items, video_to_frames, workers, f"ssv2 {split} frames"
         )
         failures += failed
+        attempted, broken = attempted + len(items), broken + len(failed)
         lines = []
         for index, (item, paths) in enumerate(zip(items, results)):
             if paths:
@@ -65,4 +72,5 @@ def prepare(
         write_frame_list(os.path.join(out, f"{split}.csv"), lines)
         written.append(split)
     write_renditions(out, renditions)
-    return written, failures, ["test reads the validation files (as the reference)"]
+    notes = ["test reads the validation files (as the reference)"]
+    return Prepared(written, failures, notes, attempted, broken)
