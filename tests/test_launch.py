@@ -19,6 +19,7 @@ from slowfast.launch.launcher import (
     detect_launcher,
     detect_layout,
     first_host,
+    job_port,
     tasks_per_node,
 )
 from slowfast.launch.spawn import available_cores
@@ -131,6 +132,8 @@ def test_layouts_from_the_environment():
     layout = detect_layout(cfg, "", srun)
     assert layout.launcher == "srun" and layout.world_size == 16
     assert layout.init_method == "tcp://gpu017:" + str(15000 + 123456 % 20000)
+    assert job_port("123456") == 15000 + 123456 % 20000  # submitit's jobs too
+    assert job_port("123_4") == 15000 + 1234 % 20000  # an array task's id
     # The batch script's own shell is not an srun task.
     batch_shell = dict(srun, SLURM_STEP_ID="batch")
     assert detect_launcher(batch_shell) == "plain"

@@ -76,6 +76,13 @@ def _int(env: Mapping[str, str], *keys: str) -> Optional[int]:
     return None
 
 
+def job_port(job_id: str) -> int:
+    """The rendezvous port of a SLURM job (15000-34999 from its id's digits),
+    the same on every node, for srun tasks and submitit jobs alike."""
+    digits = "".join(ch for ch in str(job_id) if ch.isdigit()) or "0"
+    return 15000 + int(digits[-9:]) % 20000
+
+
 def first_host(nodelist: str) -> str:
     """The first host of a SLURM node list: ``"gpu[07-09,12],cpu1"`` -> ``"gpu07"``."""
     match = re.match(r"([^,\[]*)(?:\[([^\]]*)\])?", nodelist.strip())
@@ -135,9 +142,7 @@ def _srun(env: Mapping[str, str]) -> Layout:
         or env.get("SLURM_NODELIST", "localhost")
     )
     host = env.get("MASTER_ADDR") or first_host(nodelist)
-    port = env.get("MASTER_PORT") or str(
-        15000 + int(env.get("SLURM_JOB_ID", 0)) % 20000
-    )
+    port = env.get("MASTER_PORT") or job_port(env.get("SLURM_JOB_ID", "0"))
     rank = int(env["SLURM_PROCID"])
     node = rank // per_node  # SLURM_NODEID counts the allocation's nodes
     local = _int(env, "SLURM_LOCALID")

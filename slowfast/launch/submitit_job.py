@@ -16,17 +16,12 @@ import sys
 
 from fvcore.common.config import CfgNode
 
-from slowfast.launch.launcher import Layout, apply_layout
+from slowfast.launch.launcher import Layout, apply_layout, job_port
 from slowfast.launch.preflight import PreflightError, preflight
 from slowfast.launch.run_lock import RunLock
 from slowfast.launch.start import begin_run, stages
 
 logger = logging.getLogger(__name__)
-
-
-def _port(job_id: str) -> int:
-    digits = "".join(ch for ch in str(job_id) if ch.isdigit()) or "0"
-    return 15000 + int(digits[-9:]) % 20000
 
 
 class SubmititJob:
@@ -46,7 +41,7 @@ class SubmititJob:
         env = submitit.JobEnvironment()
         per_node = env.num_tasks // env.num_nodes
         host = os.environ.get("MASTER_ADDR") or env.hostnames[0]
-        port = os.environ.get("MASTER_PORT") or _port(env.job_id)
+        port = os.environ.get("MASTER_PORT") or job_port(env.job_id)
         return Layout(
             "submitit",
             env.num_nodes,
