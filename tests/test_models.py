@@ -327,30 +327,24 @@ def test_memory_format_default_picks_by_device_and_the_key_overrides():
     }
 
 
-def test_cpu_memory_format_default_follows_width_and_the_recipes_bn():
+def test_cpu_memory_format_default_follows_the_width_alone():
     from slowfast.config import load_config
-    from slowfast.engine.memory_format import choose_channels_last, recipe_bn_splits
+    from slowfast.engine.memory_format import choose_channels_last
 
     def pick(*opts):
-        cfg = load_config(opts=["NUM_GPUS", "0", *opts])
-        return choose_channels_last(cfg), recipe_bn_splits(cfg)
+        return choose_channels_last(load_config(opts=["NUM_GPUS", "0", *opts]))
 
     mg = ["MULTIGRID.LONG_CYCLE", "True", "MULTIGRID.SHORT_CYCLE", "True"]
-    assert pick("RESNET.WIDTH_PER_GROUP", "8") == (False, 1)  # tiny: contiguous
-    assert pick("RESNET.WIDTH_PER_GROUP", "16") == (True, 1)
-    assert pick("RESNET.WIDTH_PER_GROUP", "8", "RESNET.NUM_GROUPS", "2") == (True, 1)
-    # Multigrid's BN groups do not change it: the same format as the baseline.
-    assert pick(*mg, "TRAIN.BATCH_SIZE", "16") == (True, 1)
-    assert pick(*mg, "TRAIN.BATCH_SIZE", "16", "RESNET.WIDTH_PER_GROUP", "8") == (
-        False,
-        1,
-    )
-    sub = ["BN.NORM_TYPE", "sub_batchnorm", "BN.NUM_SPLITS"]
-    assert pick(*sub, "2") == (False, 2)  # the fused split BN on every batch
-    assert pick(*sub, "1") == (True, 1)
+    sub = ["BN.NORM_TYPE", "sub_batchnorm", "BN.NUM_SPLITS", "2"]
+    assert not pick("RESNET.WIDTH_PER_GROUP", "8")  # the demo models: contiguous
+    assert pick("RESNET.WIDTH_PER_GROUP", "16")
+    assert pick("RESNET.WIDTH_PER_GROUP", "8", "RESNET.NUM_GROUPS", "2")
+    # Neither multigrid's BN groups nor the recipe's split BN change it.
+    assert pick(*mg, "TRAIN.BATCH_SIZE", "16") and pick(*sub)
+    assert not pick(*mg, "TRAIN.BATCH_SIZE", "16", "RESNET.WIDTH_PER_GROUP", "8")
     slowfast = ["MODEL.ARCH", "slowfast", "MODEL.MODEL_NAME", "SlowFast"]
-    assert pick(*slowfast, "RESNET.WIDTH_PER_GROUP", "8") == (False, 1)
-    assert pick(*slowfast) == (True, 1)
+    assert not pick(*slowfast, "RESNET.WIDTH_PER_GROUP", "8")
+    assert pick(*slowfast)
     # Each demo's multigrid twin runs in its baseline's format.
     demos = os.path.join(REPO, "configs", "Demo")
     for name, expected in (

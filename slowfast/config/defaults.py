@@ -160,10 +160,9 @@ _C.MODEL.HEAD_ACT = "softmax"
 # contiguous format; None (the default) lets a run pick
 # (slowfast/engine/memory_format.py): channels_last_3d on GPUs (NUM_GPUS > 0,
 # CUDA available); on CPUs channels_last_3d for models at least 16 channels
-# wide unless BN.NORM_TYPE sub_batchnorm splits every batch, else contiguous
-# (the 8-wide demo models); the MULTIGRID keys do not change it, so a multigrid
-# run and its baseline share the format. build_model alone reads None as
-# contiguous.
+# wide, else contiguous (the 8-wide demo models); the BN and MULTIGRID keys do
+# not change it, so a multigrid run and its baseline share the format.
+# build_model alone reads None as contiguous.
 _C.MODEL.CHANNELS_LAST_3D = None
 
 # ---------------------------------------------------------------------------- #
