@@ -7,7 +7,6 @@ names the key and where it came from. The result is validated and frozen.
 
 import ast
 import difflib
-import logging
 import os
 from typing import Any, Callable, Iterable, Sequence
 
@@ -15,9 +14,7 @@ import yaml
 from fvcore.common.config import CfgNode
 
 from slowfast.config.defaults import get_cfg
-from slowfast.config.validate import unread_keys_set, validate_cfg
-
-logger = logging.getLogger(__name__)
+from slowfast.config.validate import validate_cfg
 
 
 class ConfigError(ValueError):
@@ -178,7 +175,5 @@ def load_config(
     except ValueError as err:
         origin = ", ".join(sources) if sources else "defaults"
         raise ConfigError(f"{err} (config from: {origin})") from err
-    for line in unread_keys_set(cfg, get_cfg()):
-        logger.warning(line)
     cfg.freeze()
     return cfg

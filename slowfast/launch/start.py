@@ -1,8 +1,9 @@
 """The start of a run, shared by ``tools/run_net.py`` and the submitit job.
 
 ``begin_run`` does what every start does once the layout is known: log set-up,
-the layout's description, the lock on OUTPUT_DIR (held by the job's first
-process) and the clean-up of temporary files an interrupted write left;
+the layout's description, warnings for reference keys nothing reads, the lock
+on OUTPUT_DIR (held by the job's first process) and the clean-up of temporary
+files an interrupted write left;
 ``stages`` lists the enabled stages (training, then testing).
 """
 
@@ -11,6 +12,8 @@ from typing import Callable, List, Sequence
 
 from fvcore.common.config import CfgNode
 
+from slowfast.config.defaults import get_cfg
+from slowfast.config.validate import unread_keys_set
 from slowfast.launch.launcher import Layout, describe_layout
 from slowfast.launch.run_lock import RunLock, remove_stale_temp_files
 from slowfast.utils.logging import setup_logging
@@ -54,6 +57,8 @@ def begin_run(
         logger.info(line)
     for note in notes:
         logger.info("the launcher's layout wins: %s", note)
+    for line in unread_keys_set(cfg, get_cfg()):
+        logger.warning(line)
     if lock.took_over:
         logger.warning(lock.took_over)
     if first:
