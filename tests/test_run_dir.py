@@ -220,7 +220,8 @@ def test_preflight_names_each_problem_in_one_line(tmp_path, demo_data, monkeypat
          "MULTIGRID.BN_BASE_SIZE"),
         (["MULTIGRID.LONG_CYCLE", "True", "SOLVER.MAX_EPOCH", "2",
           "SOLVER.STEPS", "[0, 1]", "SOLVER.LRS", "[1, 0.1]",
-          "MULTIGRID.EPOCH_FACTOR", "0.2"], "rounds to 0 epochs"),
+          "MULTIGRID.EPOCH_FACTOR", "0.2"],
+         "SOLVER.MAX_EPOCH = 2: times MULTIGRID.EPOCH_FACTOR it rounds to 0"),
     ],
 )  # fmt: skip
 def test_preflight_refuses_a_schedule_the_trainer_cannot_build(

@@ -24,6 +24,7 @@ class ScheduleView(Protocol):
     short_factors: Sequence[float]
     entries: Sequence[Any]
     max_epoch: int
+    baseline_max_epoch: int
 
     def cycle(self, *args: Any) -> Any: ...
 
@@ -54,8 +55,9 @@ def check_structure(schedule: ScheduleView) -> None:
     multigrid = s.long_cycle or s.short_cycle
     if s.entries[-1].end_epoch < 1:
         raise ValueError(
-            "SOLVER.MAX_EPOCH x MULTIGRID.EPOCH_FACTOR rounds to 0 epochs: the "
-            "schedule has none; raise SOLVER.MAX_EPOCH or MULTIGRID.EPOCH_FACTOR"
+            f"SOLVER.MAX_EPOCH = {s.baseline_max_epoch}: times "
+            "MULTIGRID.EPOCH_FACTOR it rounds to 0 epochs, so the schedule has "
+            "none; raise SOLVER.MAX_EPOCH or MULTIGRID.EPOCH_FACTOR"
         )
     for index, entry in enumerate(s.entries):
         if entry.num_frames < 1:
