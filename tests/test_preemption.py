@@ -229,3 +229,27 @@ def test_sigterm_to_the_whole_process_group_stops_cleanly(demo_data, tmp_path):
     assert "stopped by SIGTERM after a mid-epoch checkpoint" in stderr
     assert "Traceback" not in stderr
     assert [p for p in cu.list_checkpoints(str(out)) if cu.is_mid_epoch_checkpoint(p)]
+
+
+def test_a_checkpoint_past_the_end_of_this_runs_epoch_is_refused(demo_data, tmp_path):
+    """A mid-epoch checkpoint from a run with longer epochs (another batch size
+    or dataset) would start an epoch past its end: one line, before training."""
+    cfg = _cfg(demo_data, tmp_path / "first")
+    trainer = trainer_module.Trainer(cfg, RunContext())
+    iters = trainer._iters(0)
+    path = cu.save_checkpoint(
+        str(tmp_path / "first"),
+        trainer.model,
+        trainer.optimizer,
+        -1,
+        cfg,
+        iteration=iters,
+    )
+    trainer._shutdown_loaders()
+    again = _cfg(demo_data, tmp_path / "second", ["TRAIN.CHECKPOINT_FILE_PATH", path])
+    with pytest.raises(cu.CheckpointError) as info:
+        trainer_module.Trainer(again, RunContext())
+    assert str(info.value).startswith(
+        f"the checkpoint continues at iteration {iters + 1} of epoch 1, which has "
+        f"{iters} in this run"
+    )

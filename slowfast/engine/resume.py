@@ -165,7 +165,10 @@ def resume_or_init(
 
 
 def _done(epoch: int, iteration: int) -> str:
-    """``epoch 3 done`` or ``epoch 4, iteration 120 done`` (1-based epochs)."""
+    """``epoch 3 done`` or ``epoch 4, iteration 120 done`` (1-based epochs);
+    ``weights only`` for a checkpoint without an epoch (-1: Caffe2, converted)."""
+    if epoch < 0:
+        return "weights only"
     if iteration:
         return f"epoch {epoch + 2}, iteration {iteration} done"
     return f"epoch {epoch + 1} done"

@@ -12,6 +12,7 @@ from typing import List, Optional
 
 from fvcore.common.config import CfgNode
 
+from slowfast.checkpoint.io import CheckpointError
 from slowfast.config.derived import global_batch_size, stop_signals
 from slowfast.datasets import PlannedBatch
 from slowfast.engine import runtime
@@ -107,6 +108,15 @@ class Trainer:
         )
         self.start_epoch, self.start_iter = start.epoch, start.iteration
         self.hook_states = start.hook_states
+        in_schedule = start.epoch < self.schedule.max_epoch
+        epoch_iters = self._iters(start.epoch) if in_schedule else 0
+        if start.iteration and start.iteration >= epoch_iters:
+            raise CheckpointError(
+                f"the checkpoint continues at iteration {start.iteration + 1} of epoch "
+                f"{start.epoch + 1}, which has {epoch_iters} in this run (another "
+                "batch size, dataset or process count); set "
+                "TRAIN.CHECKPOINT_EPOCH_RESET True to start from its weights"
+            )
         done = sum(self._iters(e) for e in range(self.start_epoch))
         self.global_iter = done + self.start_iter
 
