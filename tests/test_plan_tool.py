@@ -87,3 +87,25 @@ def test_bad_value_fails_with_one_line():
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0
     assert "TRAIN.BATCH_SIZE x NUM_SHARDS = 63" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "config, opts, message",
+    [
+        # SlowFast's slow pathway needs ALPHA (4) frames: T/4 of 8 is 2.
+        ("Kinetics_SLOWFAST_tiny_multigrid.yaml", ["DATA.NUM_FRAMES", "8"],
+         "has 2 frames, fewer than 4 (SLOWFAST.ALPHA"),
+        # The demo I3D's total stride is 16, not the 32 the tool assumed.
+        ("Kinetics_I3D_tiny_multigrid.yaml",
+         ["DATA.TRAIN_CROP_SIZE", "24", "DATA.TEST_CROP_SIZE", "24",
+          "DATA.TRAIN_JITTER_SCALES", "[24, 24]"],
+         "crop 12 is below the network stride 16"),
+    ],
+)  # fmt: skip
+def test_shapes_are_checked_as_the_trainer_checks_them(config, opts, message):
+    cfg = os.path.join(REPO_ROOT, "configs", "Demo", config)
+    proc = _run("--cfg", cfg, "--dataset-size", "500", "--no-flops", *opts)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0
+    fine = _run("--cfg", cfg, "--dataset-size", "500", "--no-flops")
+    assert fine.returncode == 0, fine.stderr

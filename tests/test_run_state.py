@@ -189,3 +189,34 @@ def test_test_settings_follow_the_test_precision_not_the_training_keys():
     batch = test_settings(load_config([], ["TEST.BATCH_SIZE", "4"]))
     assert amp != base  # the test's forward runs under autocast
     assert lr == base and batch == base
+
+
+def test_test_scalars_sit_at_the_checkpoints_finished_epochs(tmp_path, monkeypatch):
+    from torch.utils import tensorboard
+
+    from slowfast.engine import tester
+
+    steps = []
+
+    class Writer:  # records add_scalar calls
+        def __init__(self, log_dir):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def add_scalar(self, tag, value, step):
+            steps.append((tag, step))
+
+    monkeypatch.setattr(tensorboard, "SummaryWriter", Writer)
+    cfg = load_config([], ["OUTPUT_DIR", str(tmp_path)])
+    for name in (
+        "checkpoint_epoch_00040.pyth",
+        "checkpoint_epoch_00041_iter_000120.pyth",
+        "SLOWFAST_8x8_R50.pyth",  # a published model: not epoch 8
+    ):
+        tester._write_test_scalars(cfg, {"top1_err": 10.0}, f"/x/{name}")
+    assert steps == [("Test/top1_err", 40), ("Test/top1_err", 40), ("Test/top1_err", 0)]

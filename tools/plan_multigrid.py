@@ -64,7 +64,7 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
         "--min-crop",
         type=int,
         default=None,
-        help="smallest crop allowed (default: the model's total stride)",
+        help="check against a larger smallest crop than the model's total stride",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", default="", help="write a plot (PNG) here")
