@@ -166,7 +166,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             f"error: {result.broken} of {result.attempted} videos failed to convert "
             f"or decode, more than --max-failed {args.max_failed:g} of them; their "
             f"reasons are in {failed_file}: fix them and run again (finished videos "
-            "are skipped)",
+            "are skipped), or raise --max-failed to leave them out",
             file=sys.stderr,
         )
         return 1
