@@ -243,13 +243,13 @@ def test_a_checkpoint_past_the_end_of_this_runs_epoch_is_refused(demo_data, tmp_
         trainer.optimizer,
         -1,
         cfg,
-        iteration=iters,
+        iteration=iters + 1,
     )
     trainer._shutdown_loaders()
     again = _cfg(demo_data, tmp_path / "second", ["TRAIN.CHECKPOINT_FILE_PATH", path])
     with pytest.raises(cu.CheckpointError) as info:
         trainer_module.Trainer(again, RunContext())
     assert str(info.value).startswith(
-        f"the checkpoint continues at iteration {iters + 1} of epoch 1, which has "
-        f"{iters} in this run"
+        f"the checkpoint was saved after iteration {iters + 1} of epoch 1, which "
+        f"has {iters} in this run"
     )

@@ -110,9 +110,9 @@ class Trainer:
         self.hook_states = start.hook_states
         in_schedule = start.epoch < self.schedule.max_epoch
         epoch_iters = self._iters(start.epoch) if in_schedule else 0
-        if start.iteration and start.iteration >= epoch_iters:
+        if start.iteration > epoch_iters:  # equal: the epoch's end is left to do
             raise CheckpointError(
-                f"the checkpoint continues at iteration {start.iteration + 1} of epoch "
+                f"the checkpoint was saved after iteration {start.iteration} of epoch "
                 f"{start.epoch + 1}, which has {epoch_iters} in this run (another "
                 "batch size, dataset or process count); set "
                 "TRAIN.CHECKPOINT_EPOCH_RESET True to start from its weights"
