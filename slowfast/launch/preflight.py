@@ -6,7 +6,6 @@ for the data and the output folder (missing list files, an OUTPUT_DIR that
 cannot be written, too little disk for a checkpoint).
 """
 
-import logging
 import os
 import shutil
 import uuid
@@ -91,17 +90,10 @@ def check_schedule(cfg: CfgNode, layout: Layout) -> None:
         return
     from slowfast.engine.builders import build_schedule
 
-    # Only its errors count here: the trainer logs the schedule's lines and
-    # warnings in the run's log.
-    schedule_logger = logging.getLogger("slowfast.multigrid")
-    level = schedule_logger.level
-    schedule_logger.setLevel(logging.ERROR)
     try:
         build_schedule(cfg, layout.world_size)
     except ValueError as err:
         raise PreflightError(str(err), EXIT_CONFIG) from err
-    finally:
-        schedule_logger.setLevel(level)
 
 
 def check_data(cfg: CfgNode) -> None:
