@@ -141,8 +141,8 @@ def test_caffe2_checkpoint_gives_the_same_model_as_the_pyth(family, tmp_path, ca
     with caplog.at_level(logging.INFO):
         info = cu.load_checkpoint(pkl, from_pkl, convert_from_caffe2=True)
     assert info["epoch"] == -1  # weights only: training starts at epoch 0
-    assert "keep their initial values" not in caplog.text  # every key filled
-    assert "match no key" not in caplog.text  # momentum, lr, model_iter ignored
+    assert "does not name" not in caplog.text  # momentum, lr, model_iter ignored
+    assert "classifier left" not in caplog.text
     cu.load_checkpoint(pyth, from_pyth)
     for key, value in source.state_dict().items():
         assert torch.equal(from_pkl.state_dict()[key].float(), value.float()) or (
@@ -164,14 +164,104 @@ def test_fine_tuning_loads_everything_but_the_classifier(tmp_path, caplog):
     target = _randomized(ssv2, 1)
     head_before = target.head.projection.weight.clone()
     with caplog.at_level(logging.INFO):
-        cu.load_checkpoint(pkl, target, convert_from_caffe2=True)
-    assert "2 blob(s) do not fit the model and are skipped" in caplog.text
-    assert "pred_w (10, 640) -> head.projection.weight (7, 640)" in caplog.text
-    assert "head.projection.weight, head.projection.bias" in caplog.text  # unfilled
+        cu.load_checkpoint(pkl, target, convert_from_caffe2=True, epoch_reset=True)
+    assert (
+        "classifier left as initialised (pred_w (10, 640) -> head.projection.weight"
+        " (7, 640))" in caplog.text
+    )
+    assert "classifier left as initialised (pred_b (10,)" in caplog.text
     assert torch.equal(target.head.projection.weight, head_before)
     for key, value in source.state_dict().items():
         if not key.startswith("head.") and not key.endswith("num_batches_tracked"):
             assert torch.equal(target.state_dict()[key], value), key
+
+
+@pytest.mark.slow
+def test_a_classifier_for_other_classes_is_refused_outside_fine_tuning(tmp_path):
+    source = _randomized(_cfg("i3d"), 0)
+    pkl = str(tmp_path / "I3D_8x8_R50.pkl")
+    write_pkl(source, pkl)
+    target = _randomized(_cfg("i3d", "MODEL.NUM_CLASSES", "7"), 1)
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    with pytest.raises(cu.CheckpointError) as err:  # as TEST.CHECKPOINT_TYPE loads
+        cu.load_checkpoint(pkl, target, convert_from_caffe2=True)
+    assert str(err.value).startswith(f"{pkl}: Caffe2 checkpoint does not match")
+    assert "2 blobs of another shape: pred_b (10,) -> head.projection.bias (7,)" in (
+        str(err.value)
+    )
+    assert "a classifier for 10 classes: set MODEL.NUM_CLASSES 10" in str(err.value)
+    for key, value in target.state_dict().items():
+        assert torch.equal(value, before[key]), key  # nothing loaded
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "source_family, target_family, expected",
+    [
+        ("i3d", "i3d_nl", "model keys no blob fills: s3.pathway0_nonlocal"),
+        ("i3d_nl", "i3d", "blobs for parts the model lacks: nonlocal_conv3_"),
+        ("i3d", "slowfast", "model keys no blob fills: s1.pathway1_stem.conv.weight"),
+    ],
+)
+def test_a_checkpoint_of_another_architecture_is_refused(
+    source_family, target_family, expected, tmp_path
+):
+    source = _randomized(_cfg(source_family), 0)
+    pkl = str(tmp_path / "zoo.pkl")
+    write_pkl(source, pkl)
+    target = _randomized(_cfg(target_family), 1)
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    with pytest.raises(cu.CheckpointError) as err:  # even when fine-tuning
+        cu.load_checkpoint(pkl, target, convert_from_caffe2=True, epoch_reset=True)
+    message = str(err.value)
+    assert "\n" not in message and expected in message, message
+    assert "use the config it was trained with" in message
+    for key, value in target.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
+def _head(classes: int) -> torch.nn.Module:
+    model = torch.nn.Module()
+    model.head = torch.nn.Module()
+    model.head.projection = torch.nn.Linear(3, classes)
+    return model
+
+
+def _write_blobs(path, **blobs):
+    with open(path, "wb") as f:
+        pickle.dump({"blobs": blobs}, f, protocol=2)
+
+
+def test_fine_tuning_needs_the_classifier_blobs_and_drops_both(tmp_path, caplog):
+    pkl = str(tmp_path / "no_head.pkl")
+    _write_blobs(pkl, pred_w=np.ones((2, 3), np.float32))  # no pred_b
+    with pytest.raises(cu.CheckpointError, match="1 model keys no blob fills: head"):
+        cu.load_checkpoint(pkl, _head(2), convert_from_caffe2=True, epoch_reset=True)
+    # A bias that happens to fit is not loaded beside a weight that does not.
+    _write_blobs(pkl, pred_w=np.ones((2, 4), np.float32), pred_b=np.ones(2, np.float32))
+    model = _head(2)
+    bias = model.head.projection.bias.clone()
+    with caplog.at_level(logging.WARNING):
+        cu.load_checkpoint(pkl, model, convert_from_caffe2=True, epoch_reset=True)
+    assert "classifier left as initialised (pred_w (2, 4) -> head" in caplog.text
+    assert torch.equal(model.head.projection.bias, bias)
+
+
+def test_blobs_the_table_does_not_name_are_ignored_with_a_warning(tmp_path, caplog):
+    model = _head(2)
+    pkl = str(tmp_path / "head.pkl")
+    _write_blobs(
+        pkl,
+        pred_w=np.ones((2, 3), np.float32),
+        pred_b=np.zeros(2, np.float32),
+        data_mean=np.zeros(3, np.float32),
+    )
+    with caplog.at_level(logging.WARNING):
+        cu.load_checkpoint(pkl, model, convert_from_caffe2=True)
+    assert "1 blob(s) the reference's table does not name are ignored: data_mean" in (
+        caplog.text
+    )
+    assert torch.equal(model.head.projection.weight, torch.ones(2, 3))
 
 
 def test_blob_names_of_the_reference_table():
@@ -188,10 +278,13 @@ def test_blob_names_of_the_reference_table():
     assert caffe2.blob_to_key("res2_0_branch2a_w_momentum") is None
     assert caffe2.is_training_state("model_iter") and caffe2.is_training_state("lr")
     # BN statistics shorter by an exact factor are tiled; others must fit.
-    tiled = caffe2._fit(np.arange(4, dtype=np.float32), torch.zeros(8))
+    tiled = caffe2._fit(np.arange(4, dtype=np.float32), "a.running_var", torch.zeros(8))
     assert tiled.tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
-    assert caffe2._fit(np.zeros((4, 3)), torch.zeros(4, 3, 1, 1, 1)).shape[-1] == 1
-    assert caffe2._fit(np.zeros(3), torch.zeros(8)) is None
+    conv = caffe2._fit(np.zeros((4, 3)), "a.weight", torch.zeros(4, 3, 1, 1, 1))
+    assert conv.shape[-1] == 1
+    assert caffe2._fit(np.zeros(3), "a.running_mean", torch.zeros(8)) is None
+    # Only statistics are tiled: a 10-class bias is no 20-class bias.
+    assert caffe2._fit(np.zeros(10), "head.projection.bias", torch.zeros(20)) is None
 
 
 @pytest.mark.parametrize("name", ["I3D_8x8_R50", "I3D_NLN_8x8_R50", "SLOWFAST_8x8_R50"])
@@ -252,6 +345,6 @@ def test_a_run_fine_tunes_from_a_caffe2_checkpoint(demo_data, tmp_path, caplog):
     with caplog.at_level(logging.INFO):
         train(cfg)
     assert f"initialised from {pkl}" in caplog.text
-    assert "2 blob(s) do not fit the model" in caplog.text  # the 12-class head
+    assert "classifier left as initialised (pred_w" in caplog.text  # 12-class head
     assert "training epochs 1..1 of 1" in caplog.text
     assert cu.get_last_checkpoint(str(tmp_path)).endswith("checkpoint_epoch_00001.pyth")

@@ -129,7 +129,8 @@ def inflate_state_dict(
     return inflated, names
 
 
-def _listed(items: List[str]) -> str:
+def listed(items: List[str]) -> str:
+    """The first ``MAX_LISTED`` items, comma-separated, and how many more."""
     more = len(items) - MAX_LISTED
     return ", ".join(items[:MAX_LISTED]) + (f", ... ({more} more)" if more > 0 else "")
 
@@ -166,15 +167,15 @@ def describe_mismatch(
         return None
     parts = []
     if missing:
-        parts.append(f"{len(missing)} missing keys: {_listed(missing)}")
+        parts.append(f"{len(missing)} missing keys: {listed(missing)}")
     if unexpected:
-        parts.append(f"{len(unexpected)} unexpected keys: {_listed(unexpected)}")
+        parts.append(f"{len(unexpected)} unexpected keys: {listed(unexpected)}")
     if mismatched:
         shapes = [
             f"{k}: checkpoint {_shape(state[k])} vs model {_shape(model_state[k])}"
             for k in mismatched
         ]
-        parts.append(f"{len(mismatched)} shape mismatches: {_listed(shapes)}")
+        parts.append(f"{len(mismatched)} shape mismatches: {listed(shapes)}")
     text = "; ".join(parts)
     if not (inflation or missing or unexpected) and any(
         is_inflatable(state[k], model_state[k]) for k in mismatched

@@ -257,9 +257,9 @@ def load_checkpoint(
         inflation: inflate 2D kernels of the checkpoint into the model's 3D
             kernels (TRAIN.CHECKPOINT_INFLATE).
         convert_from_caffe2: ``path`` is a Caffe2 ``.pkl`` of the reference's
-            model zoo (``checkpoint/caffe2.py``): its weights are loaded (blobs that
-            do not fit, such as another dataset's classifier, are skipped with
-            a warning) and training starts at epoch 0.
+            model zoo (``checkpoint/caffe2.py``): its weights are loaded, as
+            strictly as a ``.pyth``'s (with ``epoch_reset``, another dataset's
+            classifier is left out), and training starts at epoch 0.
         epoch_reset: load the weights only and report epoch -1, so training
             starts at epoch 0 (TRAIN.CHECKPOINT_EPOCH_RESET); a classifier of
             another shape (another dataset's classes) keeps the model's
@@ -282,11 +282,15 @@ def load_checkpoint(
         if not g_pathmgr.isfile(path):
             raise CheckpointError(f"{path}: checkpoint file not found")
         try:
-            load_caffe2_checkpoint(path, target)
+            mismatch = load_caffe2_checkpoint(path, target, new_classifier=epoch_reset)
         except (pickle.UnpicklingError, ValueError, EOFError) as err:
             raise CheckpointError(
                 f"{path}: not a Caffe2 checkpoint: {_first_line(err)}"
             ) from err
+        if mismatch:
+            raise CheckpointError(
+                f"{path}: Caffe2 checkpoint does not match the model; {mismatch}"
+            )
         return {"epoch": -1, "cfg": None}  # weights only: training starts at 0
     checkpoint = read_checkpoint(path)
     try:

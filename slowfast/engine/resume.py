@@ -99,8 +99,9 @@ def resume_or_init(
     With TRAIN.AUTO_RESUME the newest valid checkpoint of OUTPUT_DIR restores
     model, optimizer, scaler and this process's RNG states. Otherwise
     TRAIN.CHECKPOINT_FILE_PATH, when set, initialises the model (and, unless
-    TRAIN.CHECKPOINT_EPOCH_RESET, the optimizer and the epoch, and the
-    iteration of a mid-epoch checkpoint), as the reference does.
+    TRAIN.CHECKPOINT_EPOCH_RESET or a Caffe2 checkpoint, which holds weights
+    only, the optimizer and the epoch, and the iteration of a mid-epoch
+    checkpoint), as the reference does.
 
     Args:
         cfg: the frozen config.
@@ -138,7 +139,9 @@ def resume_or_init(
         log_json_stats(line, cfg.OUTPUT_DIR, ctx.rank)
         return ResumePoint(info["epoch"] + 1, iteration, info.get("hook_states") or {})
     if cfg.TRAIN.CHECKPOINT_FILE_PATH:
-        reset = cfg.TRAIN.CHECKPOINT_EPOCH_RESET
+        # A Caffe2 checkpoint holds weights only: it always starts a fine-tuning.
+        caffe2 = cfg.TRAIN.CHECKPOINT_TYPE == "caffe2"
+        reset = cfg.TRAIN.CHECKPOINT_EPOCH_RESET or caffe2
         info = cu.load_checkpoint(
             cfg.TRAIN.CHECKPOINT_FILE_PATH,
             model,
@@ -146,12 +149,14 @@ def resume_or_init(
             optimizer=None if reset else optimizer,
             scaler=None if reset else scaler,
             inflation=cfg.TRAIN.CHECKPOINT_INFLATE,
-            convert_from_caffe2=cfg.TRAIN.CHECKPOINT_TYPE == "caffe2",
+            convert_from_caffe2=caffe2,
             epoch_reset=reset,
             clear_name_pattern=cfg.TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN,
         )
         if reset:
-            logger.info("initialised from %s", cfg.TRAIN.CHECKPOINT_FILE_PATH)
+            logger.info(
+                "initialised from %s (weights only)", cfg.TRAIN.CHECKPOINT_FILE_PATH
+            )
             return ResumePoint()
         # A mid-epoch checkpoint continues inside its epoch, as a resume does.
         iteration = int(info.get("iteration_in_epoch", 0))
@@ -166,7 +171,7 @@ def resume_or_init(
 
 def _done(epoch: int, iteration: int) -> str:
     """``epoch 3 done`` or ``epoch 4, iteration 120 done`` (1-based epochs);
-    ``weights only`` for a checkpoint without an epoch (-1: Caffe2, converted)."""
+    ``weights only`` for a checkpoint without an epoch (-1: converted weights)."""
     if epoch < 0:
         return "weights only"
     if iteration:
