@@ -144,3 +144,73 @@ def test_option_after_overrides_is_one_clear_line(tool, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "option --split must come before the KEY VALUE overrides" in err
+
+
+@pytest.fixture
+def registered():
+    """Registers dataset classes for one test, then removes them."""
+    from slowfast.datasets import DATASET_REGISTRY
+
+    names = []
+
+    def register(cls):
+        DATASET_REGISTRY.register(cls)
+        names.append(cls.__name__)
+        return cls
+
+    yield register
+    for name in names:
+        DATASET_REGISTRY._obj_map.pop(name)
+
+
+def test_a_registered_dataset_is_verified_through_its_own_lists(
+    registered, kinetics_root
+):
+    from slowfast.config import load_config
+    from slowfast.datasets.base import VideoDataset
+    from slowfast.datasets.kinetics import Kinetics
+    from slowfast.datasets.verify import default_splits, verify_split
+
+    @registered
+    class MyClips(Kinetics):  # a user's dataset in the Kinetics layout
+        pass
+
+    @registered
+    class NoLists(VideoDataset):
+        pass
+
+    def cfg(name):
+        return load_config(
+            [], BASE_OPTS + ["TRAIN.DATASET", name, "TEST.DATASET", name,
+                             "DATA.PATH_TO_DATA_DIR", kinetics_root,
+                             "DATA.PATH_PREFIX", kinetics_root],
+        )  # fmt: skip
+
+    report = verify_split(cfg("myclips"), "train")
+    assert (report.dataset, report.entries, report.problems) == ("myclips", 2, [])
+    assert report.source == os.path.join(kinetics_root, "train.csv")
+    assert default_splits(cfg("myclips")) == ["train", "val", "test"]
+    assert default_splits(cfg("ssv2")) == ["train", "val"]  # tests on val's files
+    report = verify_split(cfg("NoLists"), "train")
+    assert [p.reason for p in report.problems] == [
+        "NoLists defines no lists_to_verify(); the verifier cannot check it"
+    ]
+
+
+def test_a_list_that_cannot_be_read_is_one_problem_at_its_file(tmp_path):
+    from slowfast.config import load_config
+    from slowfast.datasets.verify import verify_split
+
+    ssv2 = make_ssv2(str(tmp_path / "ssv2"), {"1": 6})
+    os.remove(os.path.join(ssv2, "something-something-v2-labels.json"))
+    empty = str(tmp_path / "empty")
+    os.makedirs(empty)
+    for dataset, root, source, missing in [
+        ("ssv2", ssv2, "train.csv", "something-something-v2-labels.json"),
+        ("kinetics", empty, "train.csv", "train.csv"),
+    ]:
+        opts = ["TRAIN.DATASET", dataset, "DATA.PATH_TO_DATA_DIR", root]
+        report = verify_split(load_config([], BASE_OPTS + opts), "train")
+        assert report.source == os.path.join(root, source)
+        assert [p.path for p in report.problems] == [report.source]
+        assert missing in report.problems[0].reason, report.problems

@@ -40,7 +40,7 @@ from torch.utils.data import Dataset
 from slowfast.datasets.decoder import DecodeError
 from slowfast.datasets.frame_cache import FrameCache
 from slowfast.datasets.grid import SamplingGrid
-from slowfast.datasets.lists import DataError, label_problem
+from slowfast.datasets.lists import DataError, SplitLists, label_problem
 from slowfast.datasets.rendition_reader import RenditionReader, read_frame_files
 from slowfast.datasets.request import mix_seed, parse_request
 from slowfast.datasets.transforms import (
@@ -61,7 +61,8 @@ class VideoDataset(Dataset):
 
     Subclasses implement ``_load_annotations``, ``_load_clip``,
     ``video_path`` and ``video_label`` (and may override
-    ``num_temporal_views`` and ``_test_fraction``).
+    ``num_temporal_views`` and ``_test_fraction``), and ``lists_to_verify``
+    for ``tools/verify_dataset.py``.
 
     Args:
         cfg: the run's (frozen) config; it is only read.
@@ -83,6 +84,28 @@ class VideoDataset(Dataset):
         """The annotation files a split reads (checked before a run starts):
         by default the one ``list_file`` of the split."""
         return [cls.list_file(cfg, split)]
+
+    @classmethod
+    def lists_to_verify(cls, cfg: CfgNode, split: str) -> SplitLists:
+        """The split's entries, list problems and videos, for
+        ``tools/verify_dataset.py`` (lists read leniently: every problem
+        collected). A registered dataset defines it to be verifiable.
+
+        Args:
+            cfg: the run's config.
+            split: "train", "val" or "test".
+
+        Returns:
+            SplitLists: what the lists hold, bad entries included.
+
+        Raises:
+            FileNotFoundError: a list file is missing.
+            ValueError: a list file cannot be read at all.
+            NotImplementedError: the dataset does not define it.
+        """
+        raise NotImplementedError(
+            f"{cls.__name__} defines no lists_to_verify(); the verifier cannot check it"
+        )
 
     def __init__(self, cfg: CfgNode, split: str):
         if split not in SPLITS:

@@ -9,7 +9,12 @@ from fvcore.common.config import CfgNode
 from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY
 from slowfast.datasets.grid import SamplingGrid
-from slowfast.datasets.lists import read_frame_list
+from slowfast.datasets.lists import (
+    SplitLists,
+    VideoToCheck,
+    label_problem,
+    read_frame_list,
+)
 from slowfast.datasets.sampling import charades_fraction, charades_indices
 
 
@@ -60,6 +65,25 @@ class Charades(VideoDataset):
         source = cls.list_file(cfg, split)
         videos, problems = read_frame_list(source, cfg.DATA.PATH_PREFIX, strict)
         return source, videos, problems
+
+    @classmethod
+    def lists_to_verify(cls, cfg: CfgNode, split: str) -> SplitLists:
+        """The split's entries, list problems and videos, for the verifier."""
+        source, videos, problems = cls.read_list(cfg, split, strict=False)
+        lists = SplitLists(source, len(videos) + len(problems))
+        lists.add_list_problems(problems)
+        need = (cfg.DATA.NUM_FRAMES - 1) * cfg.DATA.SAMPLING_RATE + 1
+        for video in videos.values():
+            where = f"{source} video {video.name}"
+            bad = [
+                reason
+                for c in union(video.labels)
+                if (reason := label_problem(c, cfg.MODEL.NUM_CLASSES))
+            ]
+            if bad:
+                lists.problems.append((where, bad[0]))
+            lists.videos.append(VideoToCheck(where, need, frames=tuple(video.paths)))
+        return lists
 
     def _load_annotations(self) -> int:
         self.source, videos, _ = self.read_list(self.cfg, self.split)

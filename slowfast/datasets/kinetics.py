@@ -11,7 +11,12 @@ from slowfast.datasets.build import DATASET_REGISTRY
 from slowfast.datasets.decoder import decode_clip
 from slowfast.datasets.frames import frame_names
 from slowfast.datasets.grid import SamplingGrid
-from slowfast.datasets.lists import read_kinetics_list
+from slowfast.datasets.lists import (
+    SplitLists,
+    VideoToCheck,
+    label_problem,
+    read_kinetics_list,
+)
 from slowfast.datasets.renditions import rendition_path
 from slowfast.datasets.sampling import kinetics_positions, positions_to_indices
 
@@ -57,6 +62,23 @@ class Kinetics(VideoDataset):
             source, data.PATH_PREFIX, data.PATH_LABEL_SEPARATOR, strict=strict
         )
         return source, entries, problems
+
+    @classmethod
+    def lists_to_verify(cls, cfg: CfgNode, split: str) -> SplitLists:
+        """The split's entries, list problems and videos, for the verifier."""
+        data = cfg.DATA
+        source, entries, problems = cls.read_list(cfg, split, strict=False)
+        lists = SplitLists(source, len(entries) + len(problems))
+        lists.add_list_problems(problems)
+        span = data.NUM_FRAMES * data.SAMPLING_RATE
+        for path, label, _ in entries:
+            reason = label_problem(label, cfg.MODEL.NUM_CLASSES)
+            if reason:
+                lists.problems.append((path, reason))
+            backend, fps = data.DECODING_BACKEND, float(data.TARGET_FPS)
+            video = VideoToCheck(path, span, backend=backend, target_fps=fps)
+            lists.videos.append(video)
+        return lists
 
     def _load_annotations(self) -> int:
         self.source, entries, _ = self.read_list(self.cfg, self.split)

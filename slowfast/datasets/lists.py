@@ -10,7 +10,7 @@ import json
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 FRAME_LIST_HEADER = "original_vido_id video_id frame_id path labels"
 
@@ -31,9 +31,13 @@ class ListProblem:
     text: str
     reason: str
 
+    @property
+    def where(self) -> str:
+        """``file:line``, or the file when the problem is not one line."""
+        return f"{self.file}:{self.line}" if self.line else self.file
+
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.reason}: {self.text!r}"
+        return f"{self.where}: {self.reason}: {self.text!r}"
 
 
 @dataclass
@@ -44,6 +48,47 @@ class FrameVideo:
     paths: List[str] = field(default_factory=list)
     labels: List[List[int]] = field(default_factory=list)
     line: int = 0
+
+
+@dataclass(frozen=True)
+class VideoToCheck:
+    """One video the verifier decodes: a file or folder (``frames`` empty) or
+    the frames of a frame list.
+
+    Attributes:
+        path: the file, folder, or where the frame list names the video.
+        min_frames: the clip span in frames at ``target_fps``.
+        frames: the frame files of a frame list.
+        backend: DATA.DECODING_BACKEND for a file or folder.
+        target_fps: DATA.TARGET_FPS (a video file's span scales with its fps).
+    """
+
+    path: str
+    min_frames: float
+    frames: Tuple[str, ...] = ()
+    backend: str = "pyav"
+    target_fps: float = 30.0
+
+
+@dataclass
+class SplitLists:
+    """A split's lists as ``tools/verify_dataset.py`` checks them.
+
+    Attributes:
+        source: the list file the split is named by.
+        entries: how many entries the lists hold, bad ones included.
+        problems: ``(where, why)`` of each bad line or entry.
+        videos: the videos to decode.
+    """
+
+    source: str
+    entries: int = 0
+    problems: List[Tuple[str, str]] = field(default_factory=list)
+    videos: List[VideoToCheck] = field(default_factory=list)
+
+    def add_list_problems(self, problems: Sequence[ListProblem]) -> None:
+        """Adds a reader's problems, each at its file and line."""
+        self.problems += [(p.where, f"{p.reason}: {p.text!r}") for p in problems]
 
 
 class DataError(ValueError):

@@ -10,7 +10,13 @@ from fvcore.common.config import CfgNode
 from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY
 from slowfast.datasets.grid import SamplingGrid
-from slowfast.datasets.lists import read_frame_list, read_ssv2_labels
+from slowfast.datasets.lists import (
+    SplitLists,
+    VideoToCheck,
+    label_problem,
+    read_frame_list,
+    read_ssv2_labels,
+)
 from slowfast.datasets.sampling import ssv2_indices
 
 logger = logging.getLogger(__name__)
@@ -70,6 +76,32 @@ class Ssv2(VideoDataset):
         labelled, problems = read_ssv2_labels(data.PATH_TO_DATA_DIR, split, strict)
         frames, more = read_frame_list(frame_list, data.PATH_PREFIX, strict=strict)
         return frame_list, videos_json, labelled, frames, list(problems) + list(more)
+
+    @classmethod
+    def lists_to_verify(cls, cfg: CfgNode, split: str) -> SplitLists:
+        """The split's entries, list problems and videos, for the verifier."""
+        frame_list, videos_json, labelled, videos, problems = cls.read_lists(
+            cfg, split, strict=False
+        )
+        lists = SplitLists(frame_list, len(labelled) + len(problems))
+        lists.add_list_problems(problems)
+        for vid, label in labelled:
+            where = f"{videos_json} video {vid}"
+            reason = label_problem(label, cfg.MODEL.NUM_CLASSES)
+            if reason:
+                lists.problems.append((where, reason))
+            video = videos.get(vid)
+            if video is None or not video.paths:
+                lists.problems.append((where, f"no frames listed in {frame_list}"))
+                continue
+            lists.videos.append(
+                VideoToCheck(
+                    f"{frame_list} video {vid}",
+                    cfg.DATA.NUM_FRAMES,
+                    frames=tuple(video.paths),
+                )
+            )
+        return lists
 
     def _load_annotations(self) -> int:
         frame_list, videos_json, labelled, frames, _ = self.read_lists(

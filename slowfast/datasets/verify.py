@@ -3,24 +3,23 @@ frame counts against the clip span, label ranges, and (training split) the
 renditions ``renditions.json`` lists.
 
 Used by ``tools/verify_dataset.py``; every problem is collected (nothing stops
-at the first one) as a ``Problem`` naming the path and the reason.
+at the first one) as a ``Problem`` naming the path and the reason. Each
+registered dataset reads its own lists (``VideoDataset.lists_to_verify``); this
+module decodes the videos they name.
 """
 
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from fvcore.common.config import CfgNode
 
-from slowfast.datasets.build import dataset_name
-from slowfast.datasets.charades import Charades
+from slowfast.datasets.build import dataset_class, dataset_name
 from slowfast.datasets.decoder import DecodeError, check_complete, scan_video
 from slowfast.datasets.frames import list_frame_dir, load_image
-from slowfast.datasets.kinetics import Kinetics
-from slowfast.datasets.lists import ListProblem, label_problem
+from slowfast.datasets.lists import VideoToCheck
 from slowfast.datasets.renditions import load_renditions, rendition_path
-from slowfast.datasets.ssv2 import Ssv2, ssv2_files
 
 
 @dataclass(frozen=True)
@@ -45,13 +44,9 @@ class SplitReport:
 
 @dataclass(frozen=True)
 class _Job:
-    """Check of one video: a file (``frames`` empty) or a frame list."""
+    """Check of one video (a ``VideoToCheck`` and how to check it)."""
 
-    path: str
-    min_frames: float
-    frames: Tuple[str, ...] = ()
-    backend: str = "pyav"
-    target_fps: float = 30.0
+    video: VideoToCheck
     full: bool = False
     scales: Tuple[float, ...] = ()  # renditions the dataset folder lists
 
@@ -72,9 +67,10 @@ def _missing_renditions(job: _Job, files: Sequence[str]) -> List[str]:
 
 def _check_job(job: _Job) -> Tuple[List[str], List[str]]:
     """Returns (problems, short-video notes) of one video."""
+    video = job.video
     try:
-        if job.frames or job.backend == "frames":
-            files = list(job.frames) or list_frame_dir(job.path)
+        if video.frames or video.backend == "frames":
+            files = list(video.frames) or list_frame_dir(video.path)
             missing = [p for p in files if not os.path.isfile(p)]
             if missing:
                 return [
@@ -87,108 +83,20 @@ def _check_job(job: _Job) -> Tuple[List[str], List[str]]:
             )
             for p in picks:
                 load_image(p)
-            count, need = len(files), job.min_frames
+            count, need = len(files), video.min_frames
             renditions = _missing_renditions(job, picks)
         else:
-            times, info = scan_video(job.path)
-            check_complete(job.path, times, info)
-            count, need = len(times), job.min_frames * info.fps / job.target_fps
-            renditions = _missing_renditions(job, [job.path])
+            times, info = scan_video(video.path)
+            check_complete(video.path, times, info)
+            count, need = len(times), video.min_frames * info.fps / video.target_fps
+            renditions = _missing_renditions(job, [video.path])
     except DecodeError as err:
-        return [err.reason if err.path == job.path else str(err)], []
+        return [err.reason if err.path == video.path else str(err)], []
     if renditions:
         return renditions, []
     if count < need:
         return [], [f"too short: {count} frames < clip span {need:.0f}"]
     return [], []
-
-
-def _from_list(problems: Sequence[ListProblem]) -> List[Problem]:
-    return [
-        Problem(f"{p.file}:{p.line}" if p.line else p.file, f"{p.reason}: {p.text!r}")
-        for p in problems
-    ]
-
-
-def _kinetics(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
-    data = cfg.DATA
-    report.source = Kinetics.list_file(cfg, split)  # named if reading fails
-    _, entries, problems = Kinetics.read_list(cfg, split, strict=False)
-    report.problems += _from_list(problems)
-    report.entries = len(entries) + len(problems)
-    jobs = []
-    span = data.NUM_FRAMES * data.SAMPLING_RATE
-    for path, label, _ in entries:
-        reason = label_problem(label, cfg.MODEL.NUM_CLASSES)
-        if reason:
-            report.problems.append(Problem(path, reason))
-        jobs.append(
-            _Job(
-                path,
-                span,
-                backend=data.DECODING_BACKEND,
-                target_fps=float(data.TARGET_FPS),
-            )
-        )
-    return jobs
-
-
-def _ssv2(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
-    report.source = ssv2_files(cfg.DATA.PATH_TO_DATA_DIR, split)[0]
-    frame_list, videos_json, labelled, videos, problems = Ssv2.read_lists(
-        cfg, split, strict=False
-    )
-    report.problems += _from_list(problems)
-    report.entries = len(labelled) + len(problems)
-    jobs = []
-    for vid, label in labelled:
-        reason = label_problem(label, cfg.MODEL.NUM_CLASSES)
-        if reason:
-            report.problems.append(Problem(f"{videos_json} video {vid}", reason))
-        video = videos.get(vid)
-        if video is None or not video.paths:
-            report.problems.append(
-                Problem(
-                    f"{videos_json} video {vid}", f"no frames listed in {frame_list}"
-                )
-            )
-            continue
-        jobs.append(
-            _Job(
-                f"{frame_list} video {vid}",
-                cfg.DATA.NUM_FRAMES,
-                frames=tuple(video.paths),
-            )
-        )
-    return jobs
-
-
-def _charades(cfg: CfgNode, split: str, report: SplitReport) -> List[_Job]:
-    report.source = Charades.list_file(cfg, split)  # named if reading fails
-    _, videos, problems = Charades.read_list(cfg, split, strict=False)
-    report.problems += _from_list(problems)
-    report.entries = len(videos) + len(problems)
-    need = (cfg.DATA.NUM_FRAMES - 1) * cfg.DATA.SAMPLING_RATE + 1
-    jobs = []
-    for video in videos.values():
-        where = f"{report.source} video {video.name}"
-        bad = sorted(
-            {
-                c
-                for frame in video.labels
-                for c in frame
-                if label_problem(c, cfg.MODEL.NUM_CLASSES)
-            }
-        )
-        if bad:
-            report.problems.append(
-                Problem(where, label_problem(bad[0], cfg.MODEL.NUM_CLASSES))
-            )
-        jobs.append(_Job(where, need, frames=tuple(video.paths)))
-    return jobs
-
-
-_READERS: dict = {"kinetics": _kinetics, "ssv2": _ssv2, "charades": _charades}
 
 
 def verify_split(
@@ -213,17 +121,20 @@ def verify_split(
     Returns:
         SplitReport: the entries and every problem found.
     """
-    name = dataset_name(cfg, split).lower()
-    report = SplitReport(split=split, dataset=name, source="")
-    reader = _READERS.get(name)
-    if reader is None:
-        report.problems.append(Problem(name, f"no verifier for dataset {name!r}"))
-        return report
+    name = dataset_name(cfg, split)
+    report = SplitReport(split=split, dataset=name.lower(), source="")
     try:
-        jobs = reader(cfg, split, report)
-    except (FileNotFoundError, ValueError) as err:
-        report.problems.append(Problem(report.source or name, str(err)))
+        dataset = dataset_class(name)
+        lists = dataset.lists_to_verify(cfg, split)
+    except (KeyError, NotImplementedError) as err:
+        report.problems.append(Problem(name, str(err).strip("'\"")))
         return report
+    except (FileNotFoundError, ValueError) as err:
+        report.source = _split_files(dataset, cfg, split)[0] or name
+        report.problems.append(Problem(report.source, str(err)))
+        return report
+    report.source, report.entries = lists.source, lists.entries
+    report.problems += [Problem(where, why) for where, why in lists.problems]
     manifest = None
     if split == "train" and cfg.DATA.USE_RENDITIONS:
         try:
@@ -231,7 +142,7 @@ def verify_split(
         except ValueError as err:
             report.problems.append(Problem(cfg.DATA.PATH_TO_DATA_DIR, str(err)))
     scales = manifest.scales if manifest else ()
-    jobs = [replace(j, full=full, scales=scales) for j in jobs]
+    jobs = [_Job(video, full, scales) for video in lists.videos]
     if workers > 0:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = list(pool.map(_check_job, jobs, chunksize=8))
@@ -242,18 +153,28 @@ def verify_split(
             if progress is not None:
                 progress(done, len(jobs))
     for job, (problems, short) in zip(jobs, results):
-        report.problems += [Problem(job.path, r) for r in problems]
+        report.problems += [Problem(job.video.path, r) for r in problems]
         target = report.warnings if allow_short else report.problems
-        target += [Problem(job.path, r) for r in short]
+        target += [Problem(job.video.path, r) for r in short]
     return report
 
 
+def _split_files(dataset: type, cfg: CfgNode, split: str) -> List[str]:
+    """The dataset's annotation files of a split ([""] when it names none)."""
+    try:
+        return list(dataset.split_files(cfg, split)) or [""]
+    except AttributeError:  # a dataset without list_file / split_files
+        return [""]
+
+
 def default_splits(cfg: CfgNode) -> List[str]:
-    """Splits with distinct files: train, val, and test for Kinetics (SSv2 and
-    Charades test on the val files)."""
+    """Splits with their own files: train, val, and test where it reads other
+    files than val (Kinetics; SSv2 and Charades test on the val files)."""
     splits = ["train", "val"]
-    if dataset_name(cfg, "test").lower() == "kinetics" or (
-        dataset_name(cfg, "test") != dataset_name(cfg, "val")
+    test, val = dataset_name(cfg, "test"), dataset_name(cfg, "val")
+    test_files = _split_files(dataset_class(test), cfg, "test")
+    if test.lower() != val.lower() or test_files != _split_files(
+        dataset_class(val), cfg, "val"
     ):
         splits.append("test")
     return splits
