@@ -8,9 +8,9 @@ Usage:
 The model of the config is built and filled from the .pkl as
 ``TEST.CHECKPOINT_TYPE caffe2`` fills it (``slowfast/checkpoint/caffe2.py``: the
 blobs must fill the whole model, classifier included, so the config must be the
-checkpoint's, ``MODEL.NUM_CLASSES`` too); the .pyth holds its weights (epoch -1: a run initialised from it starts at epoch
-0) and loads with ``TRAIN.CHECKPOINT_FILE_PATH`` and the default
-``CHECKPOINT_TYPE pytorch``.
+checkpoint's, ``MODEL.NUM_CLASSES`` too); the .pyth holds its weights (epoch -1:
+a run initialised from it starts at epoch 0) and loads with
+``TRAIN.CHECKPOINT_FILE_PATH`` and the default ``CHECKPOINT_TYPE pytorch``.
 """
 
 import argparse

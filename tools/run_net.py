@@ -12,8 +12,8 @@ stage enabled it logs the model's parameters and FLOPs.
 
 Before any model is built or process spawned, ``launch/preflight.py`` checks
 the devices, the batch, the training schedule, the data files and OUTPUT_DIR,
-and the job's first
-process takes OUTPUT_DIR's lock (``launch/run_lock.py``: one run per folder).
+and the job's first process takes OUTPUT_DIR's lock (``launch/run_lock.py``:
+one run per folder).
 
 Exit status: 0 done, 1 a process failed (one line names it and its log), the
 data or OUTPUT_DIR is unusable or in use by another run, 2 bad config, launch

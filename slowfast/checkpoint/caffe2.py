@@ -203,7 +203,8 @@ def describe_conversion_mismatch(
         str | None: the unfilled keys, the blobs of parts the model lacks and
         the blobs of another shape (the first of each), with what to do.
     """
-    skip = set(new_classifier_keys(conversion)) if new_classifier else set()
+    new_keys = new_classifier_keys(conversion)
+    skip = set(new_keys) if new_classifier else set()
     unfilled = [
         k for k in conversion.unfilled if k not in skip and k not in conversion.misfits
     ]
@@ -221,8 +222,8 @@ def describe_conversion_mismatch(
     if not parts:
         return None
     text = "; ".join(parts)
-    if not unfilled and not conversion.absent and new_classifier_keys(conversion):
-        classes = conversion.misfits[new_classifier_keys(conversion)[0]].blob_shape[0]
+    if not unfilled and not conversion.absent and new_keys:
+        classes = conversion.misfits[new_keys[0]].blob_shape[0]
         return text + (
             f" (a classifier for {classes} classes: set MODEL.NUM_CLASSES {classes}, "
             "or fine-tune from it with TRAIN.CHECKPOINT_TYPE caffe2)"
@@ -260,11 +261,12 @@ def load_caffe2_checkpoint(
             len(conversion.unknown),
             listed(conversion.unknown),
         )
-    for key in new_classifier_keys(conversion):
+    state = conversion.state
+    new_keys = new_classifier_keys(conversion)
+    for key in new_keys:
         misfit = conversion.misfits[key]
         logger.warning("%s: classifier left as initialised (%s)", path, misfit)
-    state = conversion.state
-    if new_classifier_keys(conversion):  # none of another dataset's classifier
+    if new_keys:  # none of another dataset's classifier, not even a bias that fits
         state = {k: v for k, v in state.items() if k not in CLASSIFIER_KEYS}
     model.load_state_dict(state, strict=False)
     logger.info("Loaded %d tensors from the Caffe2 checkpoint %s", len(state), path)
