@@ -7,11 +7,13 @@ reads as the run's table of contents:
    BN grouping (the one multigrid schedule drives all three).
 2. ``NonFiniteGuard``: stops the run at the first non-finite loss.
 3. ``BadDataHook``: counts videos that failed to load; fails past the bound.
-4. ``JsonMetricsWriter``: the ``train_iter`` / ``train_epoch`` lines;
-   ``RunStateHook``: the trained epoch in ``run_state.json``.
+4. ``JsonMetricsWriter`` (``engine/writers.py``): the ``train_iter`` /
+   ``train_epoch`` lines; ``RunStateHook``: the trained epoch in
+   ``run_state.json``.
 5. ``PreciseBNHook``, ``BufferSyncHook``, ``CheckpointHook``, ``EvalHook``:
    the end of an epoch, when their periods say.
-6. ``TensorBoardWriter``: the same numbers for TensorBoard.
+6. ``TensorBoardWriter`` (``engine/writers.py``): the same numbers for
+   TensorBoard.
 7. ``PreemptionHook`` (``engine/preemption.py``), last: a mid-epoch checkpoint
    on a stop signal (then the run stops) or every TRAIN.CHECKPOINT_MINUTES.
 
@@ -20,7 +22,7 @@ that list; the loop does not change.
 """
 
 import logging
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 from torch import nn
@@ -30,7 +32,6 @@ from slowfast.datasets.bad_data import BadDataMonitor
 from slowfast.engine import runtime
 from slowfast.engine.evaluator import Evaluator
 from slowfast.engine.loop import HookBase, LoopState
-from slowfast.engine.meters import TrainMeter, data_wait_text
 from slowfast.engine.optimizer import set_lr
 from slowfast.engine.precise_bn import update_bn_stats_in_place
 from slowfast.engine.resume import Checkpointer
@@ -179,73 +180,6 @@ class BadDataHook(HookBase):
         self.monitor = None  # nothing to keep between epochs
 
 
-class JsonMetricsWriter(HookBase):
-    """Writes ``train_iter`` lines every ``log_period`` steps and ``train_epoch``.
-
-    Args:
-        output_dir: OUTPUT_DIR (``json_stats.log``).
-        ctx: this process's run context (rank 0 writes).
-        log_period: steps between ``train_iter`` lines.
-        iters_after: ``epoch -> iterations in the later epochs`` (ETA).
-        multi_label: no top-k errors.
-    """
-
-    def __init__(
-        self,
-        output_dir: str,
-        ctx: du.RunContext,
-        log_period: int,
-        iters_after: Callable[[int], int],
-        multi_label: bool,
-    ):
-        self.output_dir, self.rank = output_dir, ctx.rank
-        self.log_period = log_period
-        self.iters_after = iters_after
-        self.multi_label = multi_label
-        self.meter: Optional[TrainMeter] = None
-        self.resumed: dict = {}
-
-    def state_dict(self) -> dict:
-        return {"meter": self.meter.state_dict()} if self.meter else {}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.resumed = state
-
-    def before_epoch(self, state: LoopState) -> None:
-        self.meter = TrainMeter(
-            self.log_period, state.iters_in_epoch, self.iters_after(state.epoch)
-        )
-        if state.first_iter > 0 and self.resumed:  # inside the epoch resumed
-            self.meter.load_state_dict(self.resumed["meter"])
-        self.resumed = {}
-
-    def after_step(self, state: LoopState) -> None:
-        stats, shape = state.stats, state.shape
-        top = (None, None) if self.multi_label else (stats.top1_err, stats.top5_err)
-        self.meter.add(
-            stats.loss,
-            shape.batch_size,
-            state.data_time,
-            state.compute_time,
-            *top,
-            shape_str(shape),
-        )
-        if (state.iter + 1) % self.log_period == 0:
-            line = self.meter.iter_stats(
-                epoch_str(state), state.iter, state.lr, shape_str(shape)
-            )
-            log_json_stats(line, self.output_dir, self.rank)
-
-    def after_epoch(self, state: LoopState) -> None:
-        line = self.meter.epoch_stats(epoch_str(state), state.lr)
-        line["bad_videos"] = state.extras.pop("bad_videos", 0)
-        state.epoch_stats = line
-        log_json_stats(line, self.output_dir, self.rank)
-        if self.rank == 0 and len(self.meter.shapes) > 1:
-            logger.info("Data wait per shape: %s", data_wait_text(self.meter.shapes))
-        self.meter = None  # only a mid-epoch checkpoint keeps the meters
-
-
 class PreciseBNHook(HookBase):
     """Recomputes BN statistics at the base shape (BN.USE_PRECISE_STATS).
 
@@ -372,28 +306,3 @@ class RunStateHook(HookBase):
 
     def after_epoch(self, state: LoopState) -> None:
         self.run_state.trained(state.epoch + 1)
-
-
-class TensorBoardWriter(HookBase):
-    """Train loss, LR and batch size per step; epoch loss and val metrics."""
-
-    def __init__(self, log_dir: str, purge_step: int):
-        from torch.utils.tensorboard import SummaryWriter
-
-        self.writer = SummaryWriter(log_dir, purge_step=purge_step)
-
-    def after_step(self, state: LoopState) -> None:
-        step = state.global_iter + 1
-        self.writer.add_scalar("Train/loss", state.stats.loss, step)
-        self.writer.add_scalar("Train/lr", state.lr, step)
-        self.writer.add_scalar("Train/batch_size", state.shape.batch_size, step)
-
-    def after_epoch(self, state: LoopState) -> None:
-        step = state.global_iter
-        self.writer.add_scalar("Train/epoch_loss", state.epoch_stats["loss"], step)
-        for key in ("top1_err", "top5_err", "map"):
-            if state.val_metrics and key in state.val_metrics:
-                self.writer.add_scalar(f"Val/{key}", state.val_metrics[key], step)
-
-    def after_train(self, state: LoopState) -> None:
-        self.writer.close()

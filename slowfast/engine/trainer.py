@@ -32,12 +32,10 @@ from slowfast.engine.hooks import (
     BufferSyncHook,
     CheckpointHook,
     EvalHook,
-    JsonMetricsWriter,
     NonFiniteGuard,
     PreciseBNHook,
     RunStateHook,
     ScheduleHook,
-    TensorBoardWriter,
     is_due,
 )
 from slowfast.engine.loop import HookBase, LoopState, TrainLoop
@@ -47,6 +45,7 @@ from slowfast.engine.preemption import PreemptionHook, StopSignals
 from slowfast.engine.resume import Checkpointer, resume_or_init
 from slowfast.engine.run_state import RunStateError, RunStateRecorder
 from slowfast.engine.step import TrainStep
+from slowfast.engine.writers import JsonMetricsWriter, TensorBoardWriter
 from slowfast.utils import distributed as du
 from slowfast.utils.distributed import RunContext
 from slowfast.utils.logging import setup_logging
@@ -204,7 +203,7 @@ class Trainer:
                 cfg.OUTPUT_DIR, f"runs-{cfg.TRAIN.DATASET}"
             )
             # Derived, not stored: TensorBoard steps never go backwards on resume.
-            hooks.append(TensorBoardWriter(log_dir, purge_step=self.global_iter))
+            hooks.append(TensorBoardWriter(log_dir, done_iters=self.global_iter))
         # Last: a mid-epoch checkpoint holds what the other hooks did this step.
         hooks.append(
             PreemptionHook(
