@@ -117,6 +117,62 @@ def test_initial_weights_from_a_mid_epoch_checkpoint_continue_inside_its_epoch(
     assert start("TRAIN.CHECKPOINT_EPOCH_RESET", "True") == ResumePoint(0, 0)
 
 
+def test_inflated_weights_start_a_fine_tuning_without_their_optimizer(tmp_path, cfg):
+    """TRAIN.CHECKPOINT_INFLATE: a trained 2D-kernel run's checkpoint gives the
+    3D model its weights only; its momentum buffers (2D shapes) and epoch stay
+    behind, so the first step trains instead of failing on their shapes."""
+    source = TinyNet(temporal=1)
+    source_opt = make_optimizer(source)
+    train_step(source, source_opt, seed=0)  # momentum buffers to carry
+    path = cu.save_checkpoint(str(tmp_path), source, source_opt, 4, cfg)
+    run = load_config(
+        [],
+        ["NUM_GPUS", "0", "OUTPUT_DIR", str(tmp_path / "i3d"),
+         "TRAIN.CHECKPOINT_FILE_PATH", path, "TRAIN.CHECKPOINT_INFLATE", "True"],
+    )  # fmt: skip
+    model = TinyNet(temporal=3)
+    optimizer = make_optimizer(model)
+    assert resume_or_init(run, RunContext(), model, optimizer, None) == ResumePoint()
+    assert optimizer.state_dict()["state"] == {}
+    stem = model.state_dict()["stem.conv.weight"]
+    torch.testing.assert_close(stem.sum(2, keepdim=True), source.stem.conv.weight)
+    train_step(model, optimizer, seed=1)
+
+
+def test_starting_over_moves_the_earlier_checkpoints_aside(tmp_path, cfg, caplog):
+    """TRAIN.AUTO_RESUME False: the earlier attempt's checkpoints leave
+    OUTPUT_DIR/checkpoints (kept, not mixed with the new run's: the tester and a
+    later resume take the newest epoch); TRAIN.CHECKPOINT_FILE_PATH into them
+    still loads."""
+    out = str(tmp_path)
+    model = TinyNet()
+    saved = [cu.save_checkpoint(out, model, None, e, cfg) for e in range(3)]
+    opts = ["NUM_GPUS", "0", "OUTPUT_DIR", out, "TRAIN.AUTO_RESUME", "False"]
+
+    def start(*extra):
+        fresh = TinyNet()
+        run = load_config([], opts + list(extra))
+        return resume_or_init(run, RunContext(), fresh, make_optimizer(fresh), None)
+
+    with caplog.at_level(logging.WARNING):
+        assert start() == ResumePoint()
+    assert cu.list_checkpoints(out) == []
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("checkpoints.")]
+    assert sorted(p.name for p in aside.iterdir()) == [
+        os.path.basename(p) for p in saved
+    ]
+    assert (
+        f"the 3 checkpoint(s) already in {out}/checkpoints are moved to" in caplog.text
+    )
+
+    again = cu.save_checkpoint(out, model, make_optimizer(model), 1, cfg)
+    assert start("TRAIN.CHECKPOINT_FILE_PATH", again) == ResumePoint(2, 0)
+    assert cu.list_checkpoints(out) == []  # moved again, and loaded from there
+    assert (
+        len([p for p in tmp_path.iterdir() if p.name.startswith("checkpoints.")]) == 2
+    )
+
+
 def test_reference_format_checkpoint_loads(tmp_path, caplog):
     """A PySlowFast checkpoint has no extras and no scaler state."""
     model = TinyNet()

@@ -4,6 +4,7 @@ import json
 import os
 
 import pytest
+import torch
 
 from slowfast.config import load_config
 from slowfast.engine import run_state as rs
@@ -220,3 +221,46 @@ def test_test_scalars_sit_at_the_checkpoints_finished_epochs(tmp_path, monkeypat
     ):
         tester._write_test_scalars(cfg, {"top1_err": 10.0}, f"/x/{name}")
     assert steps == [("Test/top1_err", 40), ("Test/top1_err", 40), ("Test/top1_err", 0)]
+
+
+def test_results_of_another_kind_are_kept_not_read_as_ours(tmp_path):
+    import pickle
+
+    from slowfast.engine import tester
+
+    cfg = load_config([], ["OUTPUT_DIR", str(tmp_path)])
+    out = tmp_path / cfg.TEST.SAVE_RESULTS_PATH
+    checkpoint = str(tmp_path / "checkpoints" / "checkpoint_epoch_00002.pyth")
+    named = tmp_path / "test_results_checkpoint_epoch_00002.pyth"
+    for content in (
+        pickle.dumps([torch.zeros(2, 3), torch.ones(2)]),  # PySlowFast's results
+        b"PK\x03\x04 cut short",  # a save that was killed
+    ):
+        out.write_bytes(content)
+        assert tester._results_path(cfg, checkpoint) == str(named)
+        assert out.read_bytes() == content
+    torch.save({"checkpoint": checkpoint}, out)  # this checkpoint's own: replaced
+    assert tester._results_path(cfg, checkpoint) == str(out)
+
+
+def test_the_runs_own_checkpoint_is_tested_as_pyth_under_caffe2_type(tmp_path):
+    """TEST.CHECKPOINT_TYPE caffe2 names TEST.CHECKPOINT_FILE_PATH's type; with
+    that empty, the run's own .pyth checkpoint is tested (the reference's way)."""
+    from slowfast.checkpoint import io as cu
+    from slowfast.engine import tester
+    from slowfast.models import build_model
+
+    opts = ["NUM_GPUS", "0", "OUTPUT_DIR", str(tmp_path), "TEST.CHECKPOINT_TYPE",
+            "caffe2", "RESNET.WIDTH_PER_GROUP", "4", "RESNET.DEPTH", "18",
+            "MODEL.ARCH", "c2d", "MODEL.MODEL_NAME", "ResNet"]  # fmt: skip
+    cfg = load_config([], opts)
+    trained = build_model(cfg)
+    path = cu.save_checkpoint(str(tmp_path), trained, None, 0, cfg)
+    model = tester._load_model(
+        cfg, tester._checkpoint_to_test(cfg), torch.device("cpu")
+    )
+    for name, value in trained.state_dict().items():
+        assert torch.equal(model.state_dict()[name], value), name
+    cfg = load_config([], opts + ["TEST.CHECKPOINT_FILE_PATH", path])
+    with pytest.raises(cu.CheckpointError, match="not a Caffe2 checkpoint"):
+        tester._load_model(cfg, path, torch.device("cpu"))

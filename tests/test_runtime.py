@@ -1,4 +1,4 @@
-"""Tests of the run-time set-up: the autocast of TRAIN.MIXED_PRECISION."""
+"""Tests of the run-time set-up: autocast (TRAIN.MIXED_PRECISION), RNG states."""
 
 import logging
 
@@ -42,3 +42,22 @@ def test_bf16_on_a_cpu_without_bf16_kernels_warns(has_bf16, monkeypatch, caplog)
 
 def test_cpu_has_bf16_answers_for_this_cpu():
     assert runtime.cpu_has_bf16() in (True, False)
+
+
+def test_cuda_rng_state_is_this_process_gpus_whatever_the_gpus_seen(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda: torch.full((4,), 7))
+    state = runtime.get_rng_state()
+    assert state["cuda"].tolist() == [7] * 4  # one GPU's, not every visible one's
+    restored = []
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda s: restored.append(s))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    runtime.set_rng_state(state)
+    # An older checkpoint: one state per GPU its process saw; this one runs on
+    # GPU 1 (its own state is restored), or sees fewer GPUs than were saved.
+    state["cuda"] = [torch.full((4,), i) for i in range(4)]
+    runtime.set_rng_state(state)
+    state["cuda"] = state["cuda"][:1]
+    runtime.set_rng_state(state)
+    assert [int(s[0]) for s in restored] == [7, 1]

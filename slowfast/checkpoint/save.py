@@ -25,7 +25,7 @@ from slowfast.checkpoint.fingerprint import fingerprint, state_checksum
 logger = logging.getLogger(__name__)
 
 
-def _atomic_save(obj: Any, path: str) -> None:
+def atomic_save(obj: Any, path: str) -> None:
     """Saves ``obj`` to ``path`` so that ``path`` is either complete or absent."""
     folder, name = os.path.split(path)
     g_pathmgr.mkdirs(folder)
@@ -51,8 +51,8 @@ def _atomic_save(obj: Any, path: str) -> None:
                 mib = free / 2**20
                 raise CheckpointError(
                     f"{path}: could not be written, the disk is full ({mib:.0f} MiB "
-                    "free); free some space and run the same command to resume "
-                    "from the previous checkpoint"
+                    "free); free some space and run the same command (a run "
+                    "resumes from its previous checkpoint)"
                 ) from err
         raise
 
@@ -147,7 +147,7 @@ def save_checkpoint(
     else:
         checkpoint["iteration_in_epoch"] = int(iteration)
         path = get_path_to_mid_epoch_checkpoint(output_dir, epoch + 2, iteration)
-    _atomic_save(checkpoint, path)
+    atomic_save(checkpoint, path)
     logger.info("Saved checkpoint %s", path)
     return path
 
@@ -162,7 +162,7 @@ def save_weights(path: str, model: nn.Module, cfg: CfgNode) -> str:
         str: ``path``.
     """
     state = unwrap_model(model).state_dict()
-    _atomic_save(
+    atomic_save(
         {
             "epoch": -1,
             "model_state": state,

@@ -2,6 +2,7 @@
 
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -82,9 +83,53 @@ def find_resume_checkpoint(cfg: CfgNode) -> Optional[str]:
         raise cu.CheckpointError(
             f"{cfg.OUTPUT_DIR}/checkpoints holds {len(paths)} checkpoint(s) and "
             f"none is usable ({'; '.join(skipped[:2])}); move them away to start "
-            "over, or set TRAIN.AUTO_RESUME False to start over and overwrite them"
+            "over, or set TRAIN.AUTO_RESUME False to start over (they are moved "
+            "aside)"
         )
     return None
+
+
+def set_aside_checkpoints(output_dir: str) -> Optional[str]:
+    """Moves the checkpoints of an earlier attempt out of a run that starts over.
+
+    With TRAIN.AUTO_RESUME False a run trains from its start; checkpoints left
+    in OUTPUT_DIR would otherwise stay beside its own (the tester and a later
+    resume take the newest epoch, which may be the earlier attempt's).
+
+    Args:
+        output_dir: the run's OUTPUT_DIR.
+
+    Returns:
+        str | None: the folder they are in now
+        (``checkpoints.before-<time>``); None when there were none.
+
+    Raises:
+        CheckpointError: the folder cannot be moved (one line).
+    """
+    paths = cu.list_checkpoints(output_dir)
+    if not paths:
+        return None
+    folder = cu.get_checkpoint_dir(output_dir)
+    aside = f"{folder}.before-{time.strftime('%Y%m%d-%H%M%S')}"
+    n = 1
+    while os.path.exists(aside):
+        aside = f"{folder}.before-{time.strftime('%Y%m%d-%H%M%S')}-{n}"
+        n += 1
+    try:
+        os.rename(folder, aside)  # iopath's mv logs a failure and returns False
+    except OSError as err:
+        raise cu.CheckpointError(
+            f"TRAIN.AUTO_RESUME False: cannot move {folder} aside to start over "
+            f"({err.strerror}); move it away yourself"
+        ) from err
+    logger.warning(
+        "TRAIN.AUTO_RESUME False: this run starts over; the %d checkpoint(s) "
+        "already in %s are moved to %s",
+        len(paths),
+        folder,
+        aside,
+    )
+    return aside
 
 
 def resume_or_init(
@@ -97,11 +142,13 @@ def resume_or_init(
     """Loads the state a run continues from; returns where it continues.
 
     With TRAIN.AUTO_RESUME the newest valid checkpoint of OUTPUT_DIR restores
-    model, optimizer, scaler and this process's RNG states. Otherwise
-    TRAIN.CHECKPOINT_FILE_PATH, when set, initialises the model (and, unless
-    TRAIN.CHECKPOINT_EPOCH_RESET or a Caffe2 checkpoint, which holds weights
-    only, the optimizer and the epoch, and the iteration of a mid-epoch
-    checkpoint), as the reference does.
+    model, optimizer, scaler and this process's RNG states; without it,
+    OUTPUT_DIR's checkpoints are moved aside (``set_aside_checkpoints``). With
+    no checkpoint to resume from, TRAIN.CHECKPOINT_FILE_PATH, when set,
+    initialises the model (and, unless TRAIN.CHECKPOINT_EPOCH_RESET, a Caffe2
+    checkpoint, which holds weights only, or TRAIN.CHECKPOINT_INFLATE, the
+    optimizer and the epoch, and the iteration of a mid-epoch checkpoint), as
+    the reference does.
 
     Args:
         cfg: the frozen config.
@@ -119,6 +166,14 @@ def resume_or_init(
         path = du.decided_on_master(
             ctx.is_master, lambda: find_resume_checkpoint(cfg), (cu.CheckpointError,)
         )
+    init = cfg.TRAIN.CHECKPOINT_FILE_PATH
+    if not cfg.TRAIN.AUTO_RESUME:
+        aside = du.decided_on_master(
+            ctx.is_master,
+            lambda: set_aside_checkpoints(cfg.OUTPUT_DIR),
+            (cu.CheckpointError,),
+        )
+        init = _moved(init, cu.get_checkpoint_dir(cfg.OUTPUT_DIR), aside)
     if path is not None:
         info = cu.load_checkpoint(
             path,
@@ -138,12 +193,16 @@ def resume_or_init(
             line["iteration_in_epoch"] = iteration
         log_json_stats(line, cfg.OUTPUT_DIR, ctx.rank)
         return ResumePoint(info["epoch"] + 1, iteration, info.get("hook_states") or {})
-    if cfg.TRAIN.CHECKPOINT_FILE_PATH:
-        # A Caffe2 checkpoint holds weights only: it always starts a fine-tuning.
+    if init:
+        # A Caffe2 checkpoint holds weights only, and 2D weights inflated into
+        # 3D kernels start another model (their optimizer state cannot fit it):
+        # both always start a fine-tuning.
         caffe2 = cfg.TRAIN.CHECKPOINT_TYPE == "caffe2"
-        reset = cfg.TRAIN.CHECKPOINT_EPOCH_RESET or caffe2
+        reset = (
+            cfg.TRAIN.CHECKPOINT_EPOCH_RESET or caffe2 or cfg.TRAIN.CHECKPOINT_INFLATE
+        )
         info = cu.load_checkpoint(
-            cfg.TRAIN.CHECKPOINT_FILE_PATH,
+            init,
             model,
             data_parallel=ctx.distributed,
             optimizer=None if reset else optimizer,
@@ -154,19 +213,27 @@ def resume_or_init(
             clear_name_pattern=cfg.TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN,
         )
         if reset:
-            logger.info(
-                "initialised from %s (weights only)", cfg.TRAIN.CHECKPOINT_FILE_PATH
-            )
+            logger.info("initialised from %s (weights only)", init)
             return ResumePoint()
         # A mid-epoch checkpoint continues inside its epoch, as a resume does.
         iteration = int(info.get("iteration_in_epoch", 0))
         logger.info(
             "initialised from %s (%s)",
-            cfg.TRAIN.CHECKPOINT_FILE_PATH,
+            init,
             _done(info["epoch"], iteration),
         )
         return ResumePoint(info["epoch"] + 1, iteration)
     return ResumePoint()
+
+
+def _moved(path: str, folder: str, aside: Optional[str]) -> str:
+    """``path`` where ``set_aside_checkpoints`` moved it (when ``folder`` held it)."""
+    if not (path and aside):
+        return path
+    inside = os.path.relpath(os.path.realpath(path), os.path.realpath(folder))
+    if inside.startswith(os.pardir):
+        return path
+    return os.path.join(aside, inside)
 
 
 def _done(epoch: int, iteration: int) -> str:

@@ -80,7 +80,7 @@ def get_rng_state() -> dict:
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        state["cuda"] = torch.cuda.get_rng_state()  # this process's GPU
     return state
 
 
@@ -90,8 +90,16 @@ def set_rng_state(state: dict) -> None:
     name, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = state.get("cuda")
+    if cuda is not None and torch.cuda.is_available():
+        if isinstance(cuda, (list, tuple)):
+            # Older checkpoints hold one state per GPU the process saw: take its
+            # own GPU's (the same index when the layout is the same; a resume
+            # may see fewer GPUs: NUM_GPUS lowered, one GPU per SLURM task).
+            device = torch.cuda.current_device()
+            cuda = cuda[device] if device < len(cuda) else None
+        if cuda is not None:
+            torch.cuda.set_rng_state(cuda)
 
 
 @contextlib.contextmanager

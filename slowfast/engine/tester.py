@@ -2,6 +2,8 @@
 
 import logging
 import os
+import pickle
+import zipfile
 from typing import Optional
 
 import simplejson
@@ -12,6 +14,7 @@ from torch.utils.data import DataLoader
 from slowfast.checkpoint import io as cu
 from slowfast.checkpoint.files import epochs_done
 from slowfast.checkpoint.fingerprint import test_settings
+from slowfast.checkpoint.save import atomic_save
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.datasets.build import check_data_dir
 from slowfast.engine import runtime
@@ -86,10 +89,11 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     evaluator = Evaluator.from_cfg(cfg, model, loader, ctx.device, autocast)
     metrics, scores, labels = evaluator.run()
     shutdown_workers(loader)
-    _record_result(cfg, ctx, path, metrics)
     _log_result(metrics, labels, cfg.MODEL.NUM_CLASSES)
     if ctx.is_master and cfg.TEST.SAVE_RESULTS_PATH:
         _save_results(cfg, path, loader.dataset, scores, labels)
+    # Recorded last: a test recorded as done has its scores on disk.
+    _record_result(cfg, ctx, path, metrics)
     if ctx.is_master and cfg.TENSORBOARD.ENABLE:
         _write_test_scalars(cfg, metrics, path)
     return metrics
@@ -120,8 +124,13 @@ def _earlier_result(cfg: CfgNode, ctx: RunContext, path: str) -> Optional[dict]:
 def _load_model(cfg: CfgNode, path: str, device: torch.device) -> torch.nn.Module:
     """The model on ``device`` with the weights of checkpoint ``path``."""
     model = build_model(cfg, choose_channels_last(cfg)).to(device)
+    # TEST.CHECKPOINT_TYPE is the type of TEST.CHECKPOINT_FILE_PATH; the run's
+    # own checkpoints are .pyth files whatever it says, as in the reference.
+    caffe2 = cfg.TEST.CHECKPOINT_TYPE == "caffe2"
     cu.load_checkpoint(
-        path, model, convert_from_caffe2=cfg.TEST.CHECKPOINT_TYPE == "caffe2"
+        path,
+        model,
+        convert_from_caffe2=caffe2 and path == cfg.TEST.CHECKPOINT_FILE_PATH,
     )
     return model
 
@@ -187,7 +196,7 @@ def _save_results(
         "checkpoint": path,
     }
     out = _results_path(cfg, path)
-    torch.save(results, out)
+    atomic_save(results, out)
     logger.info("per-video scores, labels, ids and paths saved to %s", out)
 
 
@@ -197,13 +206,27 @@ def _results_path(cfg: CfgNode, checkpoint: str) -> str:
     overwritten that another test wrote)."""
     out = os.path.join(cfg.OUTPUT_DIR, cfg.TEST.SAVE_RESULTS_PATH)
     if os.path.exists(out):
-        previous = torch.load(out, map_location="cpu", weights_only=True)
-        if previous.get("checkpoint") != checkpoint:
+        if _results_checkpoint(out) != checkpoint:
             stem, ext = os.path.splitext(out)
             tag = os.path.splitext(os.path.basename(checkpoint))[0]
-            logger.info("%s holds the results of another test; keeping it", out)
+            logger.info(
+                "%s holds other results (another test's, or not ours); keeping it",
+                out,
+            )
             out = f"{stem}_{tag}{ext}"
     return out
+
+
+def _results_checkpoint(path: str) -> Optional[str]:
+    """The checkpoint whose results the file ``path`` holds; None for a file
+    of another kind (a PySlowFast results pickle, a damaged file)."""
+    if not zipfile.is_zipfile(path):  # torch.save writes zip archives
+        return None
+    try:
+        previous = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError):
+        return None  # a zip archive, not a torch.save file of plain types
+    return previous.get("checkpoint") if isinstance(previous, dict) else None
 
 
 def _write_test_scalars(cfg: CfgNode, metrics: dict, checkpoint: str) -> None:

@@ -22,7 +22,7 @@ from typing import List, Optional
 logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".run.lock"
-# Temporary files of our atomic writes (``checkpoint/save._atomic_save``,
+# Temporary files of our atomic writes (``checkpoint/save.atomic_save``,
 # ``engine/run_state``).
 _TEMP_RE = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}\.tmp$")
 
