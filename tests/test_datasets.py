@@ -10,6 +10,7 @@ import torch
 
 from slowfast.datasets import (
     BadDataMonitor,
+    EvalShardSampler,
     SamplingGrid,
     build_dataset,
     dataset_size,
@@ -148,6 +149,14 @@ def test_test_views_decode_once_for_their_crops(kinetics_root):
     assert torch.equal(test[1][0][0], items[1][0][0])
     assert torch.equal(test[9][0][0], items[9][0][0])
     assert len(calls) == 10
+    # Three processes' shards of the test loader: contiguous blocks of 8, so only
+    # the 2 views split at block edges are decoded twice (strided shards: 24).
+    calls.clear()
+    for rank in range(3):
+        test._last_view = None  # each process has its own dataset
+        for i in EvalShardSampler(len(test), 3, rank):
+            test[i]
+    assert len(calls) == 8 + 2
     del test._load_clip  # the counting wrapper does not pickle
     assert pickle.loads(pickle.dumps(test))._last_view is None
 

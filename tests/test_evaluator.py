@@ -9,8 +9,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
-from torch.utils.data.distributed import DistributedSampler
 
+from slowfast.datasets import EvalShardSampler
 from slowfast.engine.evaluator import ensemble_views, run_views, video_metrics
 from slowfast.engine.metrics import mean_average_precision, topk_errors
 
@@ -70,7 +70,7 @@ def _worker(rank, world, port, out):
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
     )
     data = _Views()
-    sampler = DistributedSampler(data, world, rank, shuffle=False)
+    sampler = EvalShardSampler(len(data), world, rank)
     loader = DataLoader(data, batch_size=3, sampler=sampler)
     video, scores = run_views(
         _OneHot(), loader, torch.device("cpu"), torch.autograd.grad_mode.no_grad
@@ -100,6 +100,23 @@ def test_two_processes_drop_padded_duplicates_and_reduce(tmp_path):
     assert torch.equal(summed, summed1) and torch.equal(maxed, maxed1)
     assert summed.argmax(1).tolist() == [i % 3 for i in range(7)]
     assert torch.equal(summed, maxed)
+
+
+@pytest.mark.parametrize("size, world", [(30, 3), (31, 8), (2, 3)])
+def test_eval_shards_are_contiguous_blocks_that_cover_the_split_once(size, world):
+    """Each process reads one run of consecutive entries (a video's crops of one
+    temporal view stay together, decoded once); the padding, dropped by
+    ``padded``, tops every process up to the same length."""
+    shards = [EvalShardSampler(size, world, rank) for rank in range(world)]
+    assert len({len(s) for s in shards}) == 1
+    kept = []
+    for sampler in shards:
+        items = list(sampler)
+        real = [i for i, pad in zip(items, sampler.padded(len(items))) if not pad]
+        if real:
+            assert real == list(range(real[0], real[-1] + 1))
+        kept += real
+    assert kept == list(range(size))
 
 
 def test_chance_map_is_what_random_scores_get():

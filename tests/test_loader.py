@@ -179,9 +179,9 @@ def test_eval_loaders(root):
     test_shards = [construct_loader(cfg, "test", num_procs=2, rank=r) for r in (0, 1)]
     assert [len(t.dataset) for t in test_shards] == [48, 48]
     assert [len(t) for t in test_shards] == [12, 12]  # 24 views each, batch 2
-    first = next(iter(test_shards[1]))
-    assert first[2].tolist() == [1, 3]
-    assert first[3]["video_idx"].tolist() == [0, 0]
+    first = next(iter(test_shards[1]))  # rank 1: the second half, in order
+    assert first[2].tolist() == [24, 25]
+    assert first[3]["video_idx"].tolist() == [4, 4]  # 6 views a video
 
 
 def test_loader_config_errors(root):

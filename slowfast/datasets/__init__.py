@@ -7,6 +7,7 @@ from slowfast.datasets.build import DATASET_REGISTRY, build_dataset, dataset_siz
 from slowfast.datasets.decoder import DecodeError
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.loader import (
+    EvalShardSampler,
     GridBatchSampler,
     PlannedBatch,
     construct_loader,
@@ -18,6 +19,7 @@ __all__ = [
     "DATASET_REGISTRY",
     "BadDataMonitor",
     "DecodeError",
+    "EvalShardSampler",
     "GridBatchSampler",
     "PlannedBatch",
     "SamplingGrid",

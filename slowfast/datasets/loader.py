@@ -12,8 +12,8 @@ of workers. All processes see the same number of batches (shards are padded
 to equal length and cut by the same plan).
 
 Evaluation loaders ("val", "test") are sequential; with several processes
-each gets a ``DistributedSampler`` shard, padded to equal length by
-repeating entries (deduplicate by the returned entry indices when gathering).
+each gets a contiguous ``EvalShardSampler`` block, padded to equal length by
+repeating entries (``EvalShardSampler.padded`` tells which to drop).
 """
 
 import logging
@@ -156,6 +156,45 @@ class GridBatchSampler(Sampler):
         return sum(len(self.plan(e)) for e in range(self.epoch, self.end_epoch))
 
 
+class EvalShardSampler(Sampler):
+    """One process's contiguous block of an evaluation split, padded.
+
+    Process ``r`` of ``W`` takes positions ``[r * n, (r + 1) * n)`` of the
+    split (``n = ceil(N / W)``); positions past its end repeat its first
+    entries, so that every process runs as many batches. A block keeps a
+    video's spatial crops of one temporal view together, which the dataset
+    decodes once; a strided shard (every W-th entry) loses that from 3
+    processes on.
+
+    Args:
+        size: entries in the split.
+        num_replicas: processes.
+        rank: this process's rank.
+    """
+
+    def __init__(self, size: int, num_replicas: int, rank: int):
+        self.size, self.num_replicas, self.rank = size, num_replicas, rank
+        self.per_rank = -(-size // num_replicas)
+
+    def __len__(self) -> int:
+        return self.per_rank
+
+    def __iter__(self) -> Iterator[int]:
+        start = self.rank * self.per_rank
+        return iter([p % self.size for p in range(start, start + self.per_rank)])
+
+    def padded(self, count: int) -> torch.Tensor:
+        """Which of this process's first ``count`` items are padding.
+
+        Args:
+            count: items this process loaded (at most ``len(self)``).
+
+        Returns:
+            torch.Tensor: ``[count]`` bools, True for a repeated entry.
+        """
+        return self.rank * self.per_rank + torch.arange(count) >= self.size
+
+
 class _WorkerInit:
     """Seeds a loader worker's RNGs from (seed, rank, worker id); one thread;
     its CPU priority lowered by ``nice`` (``config.derived.worker_niceness``).
@@ -280,9 +319,7 @@ def construct_loader(
     )
     sampler = None
     if num_procs > 1:
-        sampler = DistributedSampler(
-            dataset, num_replicas=num_procs, rank=rank, shuffle=False
-        )
+        sampler = EvalShardSampler(len(dataset), num_procs, rank)
     return _StopSafeLoader(
         dataset,
         batch_size=batch,

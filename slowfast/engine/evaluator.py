@@ -9,6 +9,7 @@ from fvcore.common.config import CfgNode
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
+from slowfast.datasets import EvalShardSampler
 from slowfast.engine.metrics import mean_average_precision, topk_errors
 from slowfast.utils import distributed as du
 
@@ -24,10 +25,9 @@ def run_views(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Scores this process's views, leaving out the sampler's padding.
 
-    A DistributedSampler (no shuffling) pads the view list by repeating its
-    first views so that every process gets as many; item ``k`` of process
-    ``r`` sits at position ``r + k * world`` of the padded list, so the
-    positions past the dataset's end are the duplicates, dropped here.
+    With several processes the loader's ``EvalShardSampler`` pads the view
+    list by repeating its first views so that every process gets as many;
+    those duplicates are dropped here.
 
     Args:
         model: the model in eval mode (its head applies MODEL.HEAD_ACT).
@@ -38,6 +38,9 @@ def run_views(
     Returns:
         (video index [V], scores [V, K]) of this process's views, on CPU.
     """
+    sampler = loader.sampler
+    if isinstance(sampler, DistributedSampler):
+        raise ValueError("evaluation loaders shard with EvalShardSampler")
     model.eval()
     videos, scores = [], []
     for inputs, _labels, _index, extras in loader:
@@ -47,12 +50,8 @@ def run_views(
         scores.append(out.float().cpu())
         videos.append(extras["video_idx"].view(-1).cpu())
     video, score = torch.cat(videos), torch.cat(scores)
-    sampler = loader.sampler
-    if isinstance(sampler, DistributedSampler):
-        if sampler.shuffle:
-            raise ValueError("evaluation needs a DistributedSampler without shuffle")
-        pos = sampler.rank + sampler.num_replicas * torch.arange(len(video))
-        keep = pos < len(loader.dataset)
+    if isinstance(sampler, EvalShardSampler):
+        keep = ~sampler.padded(len(video))
         video, score = video[keep], score[keep]
     return video, score
 
