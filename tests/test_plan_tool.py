@@ -95,6 +95,12 @@ def test_bad_value_fails_with_one_line():
         # SlowFast's slow pathway needs ALPHA (4) frames: T/4 of 8 is 2.
         ("Kinetics_SLOWFAST_tiny_multigrid.yaml", ["DATA.NUM_FRAMES", "8"],
          "has 2 frames, fewer than 4 (SLOWFAST.ALPHA"),
+        # ... and multiples of ALPHA for the fusion: T/4 of 24 is 6.
+        ("Kinetics_SLOWFAST_tiny_multigrid.yaml", ["DATA.NUM_FRAMES", "24"],
+         "has 6 frames, not a multiple of SLOWFAST.ALPHA = 4"),
+        # I3D's max-pool after res2 halves the frames: T/4 of 4 is 1.
+        ("Kinetics_I3D_tiny_multigrid.yaml", ["DATA.NUM_FRAMES", "4"],
+         "has 1 frames, fewer than 2 (SLOWFAST.ALPHA for"),
         # The demo I3D's total stride is 16, not the 32 the tool assumed.
         ("Kinetics_I3D_tiny_multigrid.yaml",
          ["DATA.TRAIN_CROP_SIZE", "24", "DATA.TEST_CROP_SIZE", "24",

@@ -172,7 +172,7 @@ def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
         size = dataset_size(base, "train")
         for p in planned:
             info = describe_model(p.cfg)
-            p.schedule.validate(info.spatial_stride, min_frames=info.min_frames)
+            p.schedule.validate(info.spatial_stride, info.min_frames, info.alpha)
             try:
                 check_epochs_have_iterations(p.schedule, size)
             except ValueError as err:

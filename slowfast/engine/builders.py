@@ -51,7 +51,7 @@ def build_schedule(cfg: CfgNode, world_size: int) -> MultigridSchedule:
             "shape only; multigrid (MULTIGRID.LONG_CYCLE / SHORT_CYCLE) needs "
             "a model that takes varying shapes"
         )
-    schedule.validate(min_crop=info.spatial_stride, min_frames=info.min_frames)
+    schedule.validate(info.spatial_stride, info.min_frames, frame_multiple=info.alpha)
     return schedule
 
 

@@ -71,9 +71,13 @@ class ResNet(nn.Module):
 
     @classmethod
     def describe(cls, cfg: CfgNode) -> ModelInfo:
-        """One pathway of any frame count; the ResNet's spatial stride."""
+        """One pathway of at least as many frames as the temporal max-pool after
+        res2 takes (2 for C2D and I3D, 1 for Slow); the ResNet's spatial stride."""
+        pool = arch_layout(cfg, cls.num_pathways).pool_after_res2[0]
         return ModelInfo(
-            spatial_stride=resnet_spatial_stride(cfg), width=resnet_width(cfg)
+            spatial_stride=resnet_spatial_stride(cfg),
+            min_frames=pool[0],
+            width=resnet_width(cfg),
         )
 
     def __init__(self, cfg: CfgNode) -> None:

@@ -140,25 +140,36 @@ class MultigridSchedule:
         """Resolved SOLVER.LRS (relative to BASE_LR) of the LR policy."""
         return self.policy.lrs
 
-    def validate(self, min_crop: int, min_frames: int = 1) -> None:
+    def validate(
+        self, min_crop: int, min_frames: int = 1, frame_multiple: int = 1
+    ) -> None:
         """Checks every crop and clip length of the schedule against the network.
 
         Args:
             min_crop: the network's total spatial stride (e.g. 32).
-            min_frames: the fewest frames a clip may have (SLOWFAST.ALPHA for
-                SlowFast, whose slow pathway takes every ALPHA-th frame).
+            min_frames: the fewest frames a clip may have (``ModelInfo``'s:
+                SLOWFAST.ALPHA for SlowFast, 2 for C2D and I3D).
+            frame_multiple: clip lengths must be multiples of it (SlowFast's
+                ALPHA: the fast pathway is fused into the slow one).
 
         Raises:
-            ValueError: a crop below ``min_crop`` or a clip with fewer than
-                ``min_frames`` frames, naming the config key.
+            ValueError: a crop or clip length the model cannot take, naming
+                the config key.
         """
         check_crops(self, min_crop)
+        key = "MULTIGRID.LONG_CYCLE_FACTORS" if self.long_cycle else "DATA.NUM_FRAMES"
         for index, entry in enumerate(self.entries):
+            where = f"{key}: schedule entry {index} has {entry.num_frames} frames"
             if entry.num_frames < min_frames:
                 raise ValueError(
-                    f"MULTIGRID.LONG_CYCLE_FACTORS: schedule entry {index} has "
-                    f"{entry.num_frames} frames, fewer than {min_frames} "
-                    "(SLOWFAST.ALPHA: the slow pathway needs at least one frame)"
+                    f"{where}, fewer than {min_frames} (SLOWFAST.ALPHA for "
+                    "SlowFast's slow pathway; 2 for C2D and I3D, whose max-pool "
+                    "after res2 halves the frames)"
+                )
+            if entry.num_frames % frame_multiple:
+                raise ValueError(
+                    f"{where}, not a multiple of SLOWFAST.ALPHA = {frame_multiple} "
+                    "(the fast pathway is fused into the slow one at that ratio)"
                 )
 
     def entry_index(self, epoch: int) -> int:
