@@ -1,4 +1,4 @@
-"""Checkpoint file names in OUTPUT_DIR/checkpoints: naming, listing, pruning.
+"""Checkpoint files in OUTPUT_DIR/checkpoints: naming, listing, pruning, moving aside.
 
 ``checkpoint_epoch_{e:05d}.pyth`` holds the run after epoch ``e`` (1-based, as
 the reference names them); ``checkpoint_epoch_{e:05d}_iter_{i:06d}.pyth`` one
@@ -8,6 +8,7 @@ checkpoints). Lists sort mid-epoch checkpoints inside their epoch.
 
 import os
 import re
+import time
 from typing import List, Optional
 
 from iopath.common.file_io import g_pathmgr
@@ -169,3 +170,25 @@ def has_checkpoint(output_dir: str) -> bool:
         output_dir: the run's OUTPUT_DIR.
     """
     return len(list_checkpoints(output_dir)) > 0
+
+
+def move_aside(path: str, tag: str) -> str:
+    """Renames ``path`` to ``<path>.<tag>-<time>`` (``-1``, ``-2``, ... when
+    that name is taken), keeping what it holds out of a run that starts over.
+
+    Args:
+        path: a file or folder.
+        tag: what the new name says of it (``before``, ``stale``).
+
+    Returns:
+        str: the new path.
+
+    Raises:
+        OSError: the rename failed (iopath's ``mv`` would only log it).
+    """
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside, n = f"{path}.{tag}-{stamp}", 1
+    while os.path.exists(aside):
+        aside, n = f"{path}.{tag}-{stamp}-{n}", n + 1
+    os.rename(path, aside)
+    return aside

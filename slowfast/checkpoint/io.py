@@ -47,6 +47,7 @@ from slowfast.checkpoint.files import (  # noqa: F401 (re-exported)
     has_checkpoint,
     is_mid_epoch_checkpoint,
     list_checkpoints,
+    move_aside,
     prune_mid_epoch_checkpoints,
     unwrap_model,
 )

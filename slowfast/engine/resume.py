@@ -2,7 +2,6 @@
 
 import logging
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -110,13 +109,8 @@ def set_aside_checkpoints(output_dir: str) -> Optional[str]:
     if not paths:
         return None
     folder = cu.get_checkpoint_dir(output_dir)
-    aside = f"{folder}.before-{time.strftime('%Y%m%d-%H%M%S')}"
-    n = 1
-    while os.path.exists(aside):
-        aside = f"{folder}.before-{time.strftime('%Y%m%d-%H%M%S')}-{n}"
-        n += 1
     try:
-        os.rename(folder, aside)  # iopath's mv logs a failure and returns False
+        aside = cu.move_aside(folder, "before")
     except OSError as err:
         raise cu.CheckpointError(
             f"TRAIN.AUTO_RESUME False: cannot move {folder} aside to start over "

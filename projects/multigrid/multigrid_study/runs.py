@@ -127,8 +127,7 @@ def _continue_or_move_aside(p: PlannedRun, machine: dict) -> str:
     if problem:
         phase, why = START, problem
     if phase == START:
-        stale = f"{p.run_dir}.stale-{time.strftime('%Y%m%d-%H%M%S')}"
-        os.rename(p.run_dir, stale)
+        stale = cu.move_aside(p.run_dir, "stale")
         print(f"    {p.run_dir} has no result ({why}): moved to {stale}", flush=True)
     else:
         then = "resuming its training" if phase == RESUME else "testing it"
