@@ -66,8 +66,9 @@ def test_reference_keys_nothing_reads_are_named_when_set():
     """begin_run logs these lines (on the first process, in the run's log)."""
     lines = unread_keys_set(_load(["MULTIGRID.EVAL_FREQ", "5"]), get_cfg())
     assert lines == [
-        "MULTIGRID.EVAL_FREQ = 5 has no effect here: TRAIN.EVAL_PERIOD sets when "
-        "to validate"
+        "MULTIGRID.EVAL_FREQ = 5 has no effect here: TRAIN.EVAL_PERIOD and "
+        "CHECKPOINT_PERIOD set when to validate and save, in baseline epochs of "
+        "training"
     ]
     assert unread_keys_set(_load([]), get_cfg()) == []  # the defaults: none
 

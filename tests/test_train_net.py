@@ -140,16 +140,21 @@ def test_kill_and_resume_gives_the_same_weights(demo_data, tmp_path):
     args = ["--cfg", os.path.join(DEMO, "Kinetics_I3D_tiny_multigrid.yaml")]
     env = dict(os.environ)
 
+    # 9 baseline epochs: multigrid's 13 epochs hold 2.4 baseline epochs of
+    # iterations, so TRAIN.CHECKPOINT_PERIOD 1 saves after epochs 9, 12 and 13.
+    longer = _multigrid_opts(["SOLVER.MAX_EPOCH", "9", "SOLVER.STEPS", "[0, 6]"])
     full_dir = tmp_path / "full"
-    cmd = [sys.executable, RUN_NET, *args, *_opts(data, full_dir, _multigrid_opts())]
+    cmd = [sys.executable, RUN_NET, *args, *_opts(data, full_dir, longer)]
     subprocess.run(cmd, check=True, capture_output=True, env=env)
+    saved = sorted(p.name for p in (full_dir / "checkpoints").glob("*.pyth"))
+    assert saved == [f"checkpoint_epoch_{e:05d}.pyth" for e in (9, 12, 13)]
 
     killed_dir = tmp_path / "killed"
-    cmd = [sys.executable, RUN_NET, *args, *_opts(data, killed_dir, _multigrid_opts())]
+    cmd = [sys.executable, RUN_NET, *args, *_opts(data, killed_dir, longer)]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
     )
-    target = killed_dir / "checkpoints" / "checkpoint_epoch_00002.pyth"
+    target = killed_dir / "checkpoints" / "checkpoint_epoch_00012.pyth"
     deadline = time.time() + 120
     while not target.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)

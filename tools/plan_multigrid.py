@@ -11,7 +11,12 @@ iterations for ``--dataset-size`` training clips, LR (no warm-up), BN splits,
 BN sync group size and the cost of an iteration (relative to a baseline
 iteration; unless ``--no-flops``, forward GFLOPs counted at each shape of its
 short cycle); then totals, the iteration ratio and the compute ratio against
-the configured baseline. ``--json`` prints one JSON object instead (no GFLOPs).
+the configured baseline. Then the end-of-epoch work of the run and of its
+baseline: checkpoints, validations and precise-BN passes (TRAIN.CHECKPOINT_PERIOD
+and EVAL_PERIOD count baseline epochs of training, ``multigrid/periods.py``)
+and the estimated share of precise BN and validation in each run's compute
+(``--val-size`` val videos). ``--json`` prints one JSON object instead (no
+GFLOPs).
 """
 
 from __future__ import annotations
@@ -26,10 +31,13 @@ from slowfast.engine.builders import build_schedule
 from slowfast.launch.config import load_run_config
 from slowfast.models.model_stats import clip_gflops_fn
 from slowfast.multigrid import report
+from slowfast.multigrid.periods import PeriodicWork, estimated_share
 from slowfast.multigrid.report import format_table
+from slowfast.utils import table
 from slowfast.utils.distributed import num_processes
 
 DEFAULT_DATASET_SIZE = 240000  # about Kinetics-400's training set
+DEFAULT_VAL_SIZE = 20000  # about Kinetics-400's val set
 
 
 def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
@@ -61,6 +69,12 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
         help=f"training clips for iteration counts (default {DEFAULT_DATASET_SIZE})",
     )
     parser.add_argument(
+        "--val-size",
+        type=int,
+        default=DEFAULT_VAL_SIZE,
+        help=f"val videos for the cost of validation (default {DEFAULT_VAL_SIZE})",
+    )
+    parser.add_argument(
         "--min-crop",
         type=int,
         default=None,
@@ -76,6 +90,63 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     )
     parser.add_argument("opts", nargs="*", help="config overrides: KEY VALUE ...")
     return parser.parse_intermixed_args(argv)
+
+
+def periodic_work(cfg, schedule, dataset_size: int, val_size: int) -> dict:
+    """Checkpoints, validations and precise-BN passes of the run and of its
+    baseline, with precise BN's and validation's estimated share of each.
+
+    Returns:
+        dict: ``{"unit_iters", "run": {...}, "baseline": {...}}``; each arm
+        holds ``PeriodicWork.counts()``, ``iterations`` and ``share``
+        (``periods.estimated_share``).
+    """
+    args = (cfg.TRAIN.CHECKPOINT_PERIOD, cfg.TRAIN.EVAL_PERIOD)
+    precise = bool(cfg.BN.USE_PRECISE_STATS)
+    crop_ratio = (cfg.DATA.TEST_CROP_SIZE / cfg.DATA.TRAIN_CROP_SIZE) ** 2
+    val_iters = val_size / global_batch_size(cfg) * crop_ratio
+    out = {}
+    for arm, build, iters in (
+        ("run", PeriodicWork.for_run, schedule.total_iters(dataset_size)),
+        ("baseline", PeriodicWork.for_baseline, schedule.baseline_iters(dataset_size)),
+    ):
+        work = build(schedule, dataset_size, *args, precise)
+        share = estimated_share(work, iters, cfg.BN.NUM_BATCHES_PRECISE, val_iters)
+        out[arm] = dict(work.counts(), iterations=iters, share=share)
+        out["unit_iters"] = work.unit_iters
+    return out
+
+
+def format_work(work: dict, cfg) -> str:
+    """The ``periodic_work`` table: one row for the run, one for its baseline."""
+    rows = []
+    for arm in ("run", "baseline"):
+        w = work[arm]
+        share = w["share"]
+        rows.append(
+            [
+                "this config" if arm == "run" else arm,
+                w["epochs"],
+                w["iterations"],
+                w["checkpoints"],
+                w["validations"],
+                w["precise_bn"],
+                f"{100 * share['precise_bn']:.1f}%",
+                f"{100 * share['validation']:.1f}%",
+            ]
+        )
+    head = ["arm", "epochs", "iters", "checkpoints", "validations", "precise BN"]
+    head += ["precise BN share", "validation share"]
+    return (
+        f"end-of-epoch work: TRAIN.CHECKPOINT_PERIOD {cfg.TRAIN.CHECKPOINT_PERIOD} "
+        f"and TRAIN.EVAL_PERIOD {cfg.TRAIN.EVAL_PERIOD} baseline epochs of "
+        f"{work['unit_iters']} iterations, precise BN "
+        f"{'on' if cfg.BN.USE_PRECISE_STATS else 'off'}\n"
+        + table.format_table(head, rows)
+        + "\nshares: estimated compute of the run, a forward pass at a third of a "
+        "training iteration (--val-size videos per validation); checkpoint writing "
+        "is not estimated"
+    )
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -102,8 +173,11 @@ def main(argv: Optional[list] = None) -> int:
         from slowfast.multigrid.plot import plot_schedule
 
         plot_schedule(schedule, args.plot, args.dataset_size)
+    work = periodic_work(cfg, schedule, args.dataset_size, args.val_size)
     if args.json:
-        print(json.dumps(report.to_dict(schedule, args.dataset_size)))
+        out = report.to_dict(schedule, args.dataset_size)
+        out["periodic_work"] = work
+        print(json.dumps(out))
         return 0
     gflops_fn = clip_gflops_fn(cfg) if args.flops else None
     frames, crop = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
@@ -122,6 +196,8 @@ def main(argv: Optional[list] = None) -> int:
         + (f"; {gflops_fn(frames, crop):.1f} GFLOPs per base clip" if gflops_fn else "")
     )
     print(format_table(schedule, args.dataset_size, gflops_fn))
+    print()
+    print(format_work(work, cfg))
     if args.plot:
         print(f"plot written to {args.plot}")
     return 0

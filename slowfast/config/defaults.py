@@ -40,9 +40,12 @@ _C.TRAIN.DATASET = "kinetics"
 # NUM_SHARDS x BATCH_SIZE clips per iteration.
 _C.TRAIN.BATCH_SIZE = 64
 # Validate every EVAL_PERIOD epochs and after the last; 0: never during training
-# (test the final checkpoint instead; the multigrid study does).
+# (test the final checkpoint instead; the multigrid study does). Both periods
+# count baseline epochs of training: under multigrid, each time another
+# period's worth of base-shape epochs of iterations is done
+# (slowfast/multigrid/periods.py).
 _C.TRAIN.EVAL_PERIOD = 10
-# Save a checkpoint every CHECKPOINT_PERIOD epochs.
+# Save a checkpoint every CHECKPOINT_PERIOD epochs (as EVAL_PERIOD) and the last.
 _C.TRAIN.CHECKPOINT_PERIOD = 10
 # Resume from the newest valid checkpoint in OUTPUT_DIR/checkpoints.
 _C.TRAIN.AUTO_RESUME = True
@@ -297,7 +300,8 @@ _C.MULTIGRID.LONG_CYCLE_FACTORS = [
 ]
 # Clips per BN group at the long-cycle shape.
 _C.MULTIGRID.BN_BASE_SIZE = 8
-# Evaluate EVAL_FREQ times per long cycle (reference key; EVAL_PERIOD rules).
+# Reference key, not read: TRAIN.EVAL_PERIOD / CHECKPOINT_PERIOD count baseline
+# epochs of training under multigrid too.
 _C.MULTIGRID.EVAL_FREQ = 3
 # Sampling rate at the long-cycle shapes (0: derived from the span, as the paper).
 _C.MULTIGRID.LONG_CYCLE_SAMPLING_RATE = 0

@@ -58,7 +58,10 @@ _POSITIVE = (
 # what does their job here.
 UNREAD_KEYS = {
     "SOLVER.WARMUP_FACTOR": "SOLVER.WARMUP_START_LR sets the warm-up's first LR",
-    "MULTIGRID.EVAL_FREQ": "TRAIN.EVAL_PERIOD sets when to validate",
+    "MULTIGRID.EVAL_FREQ": (
+        "TRAIN.EVAL_PERIOD and CHECKPOINT_PERIOD set when to validate and save, "
+        "in baseline epochs of training"
+    ),
     "MULTIGRID.DEFAULT_B": "the schedule derives it from TRAIN.BATCH_SIZE",
     "MULTIGRID.DEFAULT_T": "the schedule derives it from DATA.NUM_FRAMES",
     "MULTIGRID.DEFAULT_S": "the schedule derives it from DATA.TRAIN_CROP_SIZE",

@@ -20,6 +20,7 @@ from slowfast.models import build_model, describe_model
 from slowfast.models.model_stats import log_model_info
 from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.checks import check_epochs_have_iterations
+from slowfast.multigrid.periods import PeriodicWork
 from slowfast.utils.distributed import RunContext
 
 logger = logging.getLogger(__name__)
@@ -148,6 +149,30 @@ def check_iterations(
         base / total,
         base,
     )
+
+
+def build_periodic_work(
+    cfg: CfgNode, schedule: MultigridSchedule, dataset_size: int
+) -> PeriodicWork:
+    """The epochs that end with a checkpoint, a validation or precise BN
+    (TRAIN.CHECKPOINT_PERIOD / EVAL_PERIOD in baseline epochs of training,
+    ``multigrid/periods.py``), logged once with the baseline's counts."""
+    args = (
+        cfg.TRAIN.CHECKPOINT_PERIOD,
+        cfg.TRAIN.EVAL_PERIOD,
+        cfg.BN.USE_PRECISE_STATS,
+    )
+    work = PeriodicWork.for_run(schedule, dataset_size, *args)
+    text = (
+        f"end-of-epoch work (TRAIN.CHECKPOINT_PERIOD {args[0]}, TRAIN.EVAL_PERIOD "
+        f"{args[1]}, in baseline epochs of {work.unit_iters} iterations): "
+        f"{work.summary()}"
+    )
+    if uses_multigrid(cfg):
+        baseline = PeriodicWork.for_baseline(schedule, dataset_size, *args)
+        text += f"; its baseline's {baseline.summary()}"
+    logger.info(text)
+    return work
 
 
 def write_run_files(cfg: CfgNode, schedule: MultigridSchedule) -> None:

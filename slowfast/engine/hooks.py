@@ -11,7 +11,8 @@ reads as the run's table of contents:
    ``train_epoch`` lines; ``RunStateHook``: the trained epoch in
    ``run_state.json``.
 5. ``PreciseBNHook``, ``BufferSyncHook``, ``CheckpointHook``, ``EvalHook``:
-   the end of an epoch, when their periods say.
+   the end of an epoch, when the run's ``multigrid.periods.PeriodicWork``
+   says (periods count the baseline's epochs of training).
 6. ``TensorBoardWriter`` (``engine/writers.py``): the same numbers for
    TensorBoard.
 7. ``PreemptionHook`` (``engine/preemption.py``), last: a mid-epoch checkpoint
@@ -22,7 +23,7 @@ that list; the loop does not change.
 """
 
 import logging
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import nn
@@ -40,14 +41,6 @@ from slowfast.utils import distributed as du
 from slowfast.utils.logging import log_json_stats
 
 logger = logging.getLogger(__name__)
-
-
-def is_due(epoch: int, period: int, max_epoch: int) -> bool:
-    """Whether an every-``period``-epochs action runs after ``epoch`` (and the
-    last); never when ``period`` is 0."""
-    if period == 0:
-        return False
-    return (epoch + 1) % period == 0 or epoch + 1 == max_epoch
 
 
 def epoch_str(state: LoopState) -> str:
@@ -226,19 +219,19 @@ class BufferSyncHook(HookBase):
 class CheckpointHook(HookBase):
     """Saves model, optimizer, scaler, every process's RNG states and the
     state of the run's hooks (``hooks``, set by whoever lists them) after
-    every ``period`` epochs and the last.
+    the epochs for which ``due(epoch)`` holds.
 
     Args:
         checkpointer: the run's ``resume.Checkpointer``.
-        period: epochs between checkpoints (TRAIN.CHECKPOINT_PERIOD, at least 1).
+        due: ``PeriodicWork.checkpoint_due`` (TRAIN.CHECKPOINT_PERIOD).
     """
 
-    def __init__(self, checkpointer: Checkpointer, period: int):
-        self.checkpointer, self.period = checkpointer, period
+    def __init__(self, checkpointer: Checkpointer, due: Callable[[int], bool]):
+        self.checkpointer, self.due = checkpointer, due
         self.hooks: list = []
 
     def after_epoch(self, state: LoopState) -> None:
-        if is_due(state.epoch, self.period, state.max_epoch):
+        if self.due(state.epoch):
             self.save(state)
 
     def save(self, state: LoopState, mid_epoch: bool = False) -> Optional[str]:
@@ -258,11 +251,12 @@ class CheckpointHook(HookBase):
 
 
 class EvalHook(HookBase):
-    """One view per video of the val split, every ``period`` epochs and the last.
+    """One view per video of the val split, after the epochs for which
+    ``due(epoch)`` holds.
 
     Args:
         evaluator: the model on the val loader (``evaluator.Evaluator``).
-        period: epochs between validations (TRAIN.EVAL_PERIOD).
+        due: ``PeriodicWork.validation_due`` (TRAIN.EVAL_PERIOD).
         output_dir: OUTPUT_DIR (``json_stats.log``).
         rank: global rank (rank 0 writes).
         run_state: records the validated epochs (``run_state.json``).
@@ -271,16 +265,16 @@ class EvalHook(HookBase):
     def __init__(
         self,
         evaluator: Evaluator,
-        period: int,
+        due: Callable[[int], bool],
         output_dir: str,
         rank: int,
         run_state: RunStateRecorder,
     ):
-        self.evaluator, self.period = evaluator, period
+        self.evaluator, self.due = evaluator, due
         self.output_dir, self.rank, self.run_state = output_dir, rank, run_state
 
     def after_epoch(self, state: LoopState) -> None:
-        if is_due(state.epoch, self.period, state.max_epoch):
+        if self.due(state.epoch):
             self.validate(state)
 
     def validate(self, state: LoopState) -> None:

@@ -19,6 +19,7 @@ from slowfast.engine import runtime
 from slowfast.engine.builders import (
     build_loaders,
     build_model_for_run,
+    build_periodic_work,
     build_schedule,
     check_iterations,
     prepare_process,
@@ -36,7 +37,6 @@ from slowfast.engine.hooks import (
     PreciseBNHook,
     RunStateHook,
     ScheduleHook,
-    is_due,
 )
 from slowfast.engine.loop import HookBase, LoopState, TrainLoop
 from slowfast.engine.losses import get_loss_func
@@ -73,6 +73,8 @@ class Trainer:
             ``train_loader``, ``val_loader`` and ``precise_loader``).
         run_state: records the run's trained and validated epochs
             (``run_state.json``).
+        periods: the epochs that end with a checkpoint, a validation or
+            precise BN (``multigrid.periods.PeriodicWork``).
         start_epoch, start_iter, global_iter: where training continues.
     """
 
@@ -93,6 +95,7 @@ class Trainer:
         self.train_loader, self.val_loader, self.precise_loader = self.loaders
         self.dataset_size = len(self.train_loader.dataset)
         check_iterations(cfg, self.schedule, self.dataset_size)
+        self.periods = build_periodic_work(cfg, self.schedule, self.dataset_size)
         self.run_state = RunStateRecorder(cfg.OUTPUT_DIR, ctx.is_master)
         self.resume()
         if ctx.is_master:
@@ -134,14 +137,14 @@ class Trainer:
         return Checkpointer(self.cfg, self.ctx, self.model, self.optimizer, self.scaler)
 
     def eval_hook(self) -> EvalHook:
-        """Validation of ``net`` on the val loader every TRAIN.EVAL_PERIOD epochs."""
+        """Validation of ``net`` on the val loader when ``periods`` says."""
         cfg = self.cfg
         evaluator = Evaluator.from_cfg(
             cfg, self.net, self.val_loader, self.device, self.autocast
         )
         return EvalHook(
             evaluator,
-            cfg.TRAIN.EVAL_PERIOD,
+            self.periods.validation_due,
             cfg.OUTPUT_DIR,
             self.ctx.rank,
             self.run_state,
@@ -150,13 +153,7 @@ class Trainer:
     # ------------------------------------------------------------------ hooks
     def build_hooks(self) -> List[HookBase]:
         """The run's hooks, in the order they act (its table of contents)."""
-        cfg, sched = self.cfg, self.schedule
-
-        def eval_or_checkpoint_due(epoch: int) -> bool:
-            last = sched.max_epoch
-            return is_due(epoch, cfg.TRAIN.EVAL_PERIOD, last) or is_due(
-                epoch, cfg.TRAIN.CHECKPOINT_PERIOD, last
-            )
+        cfg, sched, periods = self.cfg, self.schedule, self.periods
 
         def iters_after(epoch: int) -> int:
             return sum(self._iters(e) for e in range(epoch + 1, sched.max_epoch))
@@ -188,12 +185,12 @@ class Trainer:
                     self.bn,
                     cfg.BN.NUM_BATCHES_PRECISE,
                     self.ctx,
-                    eval_or_checkpoint_due,
+                    periods.precise_bn_due,
                 )
             )
-        checkpoint = CheckpointHook(self.checkpointer(), cfg.TRAIN.CHECKPOINT_PERIOD)
+        checkpoint = CheckpointHook(self.checkpointer(), periods.checkpoint_due)
         hooks += [
-            BufferSyncHook(self.net, self.ctx, eval_or_checkpoint_due),
+            BufferSyncHook(self.net, self.ctx, periods.end_of_epoch),
             checkpoint,
         ]
         if self.val_loader is not None:
