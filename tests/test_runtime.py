@@ -40,6 +40,31 @@ def test_bf16_on_a_cpu_without_bf16_kernels_warns(has_bf16, monkeypatch, caplog)
         assert warnings == []
 
 
+def test_mixed_precision_dtype_key(monkeypatch):
+    def dtype(device, *opts):
+        cfg = load_config([], ["TRAIN.MIXED_PRECISION", True, *opts])
+        return runtime.mixed_precision_dtype(cfg, device), cfg
+
+    assert dtype(CPU)[0] == torch.bfloat16
+    assert runtime.make_grad_scaler(dtype(CPU)[1], CPU) is None
+    assert runtime.mixed_precision_dtype(load_config([], []), CPU) is None
+    gpu = torch.device("cuda", 0)
+    for supported, expected in ((True, torch.bfloat16), (False, torch.float16)):
+        monkeypatch.setattr(
+            torch.cuda,
+            "is_bf16_supported",
+            lambda **_: supported,  # noqa: B023
+        )
+        assert dtype(gpu)[0] == expected  # auto: bf16 where the GPU has it
+    assert dtype(gpu, "TRAIN.MIXED_PRECISION_DTYPE", "bf16")[0] == torch.bfloat16
+    opts = ("NUM_GPUS", 1, "TRAIN.MIXED_PRECISION_DTYPE", "fp16")
+    assert dtype(gpu, *opts)[0] == torch.float16
+    with pytest.raises(
+        ValueError, match="TRAIN.MIXED_PRECISION_DTYPE.*fp16 needs a GPU"
+    ):
+        load_config([], ["TRAIN.MIXED_PRECISION", True, "NUM_GPUS", 0, *opts[2:]])
+
+
 def test_cpu_has_bf16_answers_for_this_cpu():
     assert runtime.cpu_has_bf16() in (True, False)
 

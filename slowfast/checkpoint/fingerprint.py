@@ -146,15 +146,19 @@ def describe_differences(
 def test_definition(cfg: Any) -> Dict[str, Any]:
     """The config keys that decide a test's result: DATA.* and TEST.* but the
     test's batch size, rerun switch, on/off switch and output file, and
-    TRAIN.MIXED_PRECISION (the test's forward pass runs under it), flattened.
+    TRAIN.MIXED_PRECISION (the test's forward pass runs under it) and, when
+    it is on, TRAIN.MIXED_PRECISION_DTYPE, flattened.
 
     Args:
         cfg: a CfgNode, or a config dict (e.g. a run's config.yaml, loaded).
     """
+    flat = _plain_flat(cfg)
+    mixed = bool(flat.get("TRAIN.MIXED_PRECISION"))
     return {
         key: value
-        for key, value in _plain_flat(cfg).items()
+        for key, value in flat.items()
         if key == "TRAIN.MIXED_PRECISION"
+        or (key == "TRAIN.MIXED_PRECISION_DTYPE" and mixed)
         or key.startswith(("TEST.", "DATA."))
         and key not in ("TEST.RERUN", "TEST.ENABLE", "TEST.SAVE_RESULTS_PATH")
         and not key.startswith("TEST.BATCH")

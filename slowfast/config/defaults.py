@@ -59,8 +59,14 @@ _C.TRAIN.CHECKPOINT_INFLATE = False
 _C.TRAIN.CHECKPOINT_EPOCH_RESET = False
 # Name pattern removed from checkpoint keys before loading (e.g. "module.").
 _C.TRAIN.CHECKPOINT_CLEAR_NAME_PATTERN = ()
-# Mixed precision: bf16 autocast on CPU, fp16 autocast + GradScaler on GPU.
+# Mixed precision: autocast to TRAIN.MIXED_PRECISION_DTYPE in training, validation
+# and testing.
 _C.TRAIN.MIXED_PRECISION = False
+# "auto": bf16 where the device has bf16 kernels (CPUs, GPUs of compute
+# capability 8.0 and newer), else fp16; "bf16"; "fp16" (GPU only). fp16 trains
+# with a GradScaler, bf16 without (no scale to check on the host each step).
+# Both arms of a comparison share it, as any key outside MULTIGRID.
+_C.TRAIN.MIXED_PRECISION_DTYPE = "auto"
 # Signals that stop training after the current iteration with a mid-epoch
 # checkpoint (a scheduler's warning before preemption or the time limit).
 _C.TRAIN.STOP_SIGNALS = ["SIGUSR1", "SIGUSR2", "SIGTERM"]

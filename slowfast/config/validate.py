@@ -26,6 +26,7 @@ _CHOICES = {
     "MULTIGRID.JITTER_SCALE_MODE": JITTER_SCALE_MODES,
     "TRAIN.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
     "TEST.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
+    "TRAIN.MIXED_PRECISION_DTYPE": ("auto", "bf16", "fp16"),
     "TEST.NUM_SPATIAL_CROPS": (1, 3),
     "SLOWFAST.SLOW_SAMPLING": ("linspace", "stride"),
 }
@@ -137,6 +138,13 @@ def validate_cfg(cfg: CfgNode) -> None:
     _check(period >= 0, "TRAIN.EVAL_PERIOD", period, "must be >= 0 (0: never)")
     minutes = cfg.TRAIN.CHECKPOINT_MINUTES
     _check(minutes >= 0, "TRAIN.CHECKPOINT_MINUTES", minutes, "must be >= 0 (0: off)")
+    dtype = cfg.TRAIN.MIXED_PRECISION_DTYPE
+    _check(
+        dtype != "fp16" or cfg.NUM_GPUS > 0 or not cfg.TRAIN.MIXED_PRECISION,
+        "TRAIN.MIXED_PRECISION_DTYPE",
+        dtype,
+        "fp16 needs a GPU (NUM_GPUS > 0); set it auto or bf16 on CPU",
+    )
     graphs = cfg.TRAIN.CUDA_GRAPHS
     _check(
         not graphs or cfg.NUM_GPUS > 0,

@@ -171,7 +171,7 @@ class TrainStep:
     The model is built by ``build_model`` (its memory format included) with
     sub-batch BN layers, as the trainer builds it for a multigrid run, on the
     trainer's device (GPU 0 when NUM_GPUS > 0) and with its precision
-    (TRAIN.MIXED_PRECISION: fp16 autocast and a GradScaler on GPU, bf16 on CPU)
+    (TRAIN.MIXED_PRECISION and TRAIN.MIXED_PRECISION_DTYPE; fp16 with a GradScaler)
     unless ``precision`` names another. A step is the trainer's own
     (``engine/step.py``: forward, loss, statistics, backward, SGD update; with
     ``mode="graphs"`` ``engine/graphed_step.py``) on a batch of this process.

@@ -12,13 +12,28 @@ from fvcore.common.config import CfgNode
 logger = logging.getLogger(__name__)
 
 
+def mixed_precision_dtype(cfg: CfgNode, device: torch.device) -> Optional[torch.dtype]:
+    """The autocast dtype of a run: None without TRAIN.MIXED_PRECISION, else
+    TRAIN.MIXED_PRECISION_DTYPE ("auto": bf16 on CPUs and on GPUs with bf16
+    kernels, compute capability 8.0 and newer; fp16 on older GPUs)."""
+    if not cfg.TRAIN.MIXED_PRECISION:
+        return None
+    name = cfg.TRAIN.MIXED_PRECISION_DTYPE
+    if name == "auto":
+        gpu_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported(
+            including_emulation=False
+        )
+        name = "bf16" if device.type != "cuda" or gpu_bf16 else "fp16"
+    return torch.bfloat16 if name == "bf16" else torch.float16
+
+
 def autocast_factory(
     cfg: CfgNode, device: torch.device
 ) -> Callable[[], ContextManager]:
     """Returns a callable giving the forward pass's precision context.
 
-    TRAIN.MIXED_PRECISION selects bf16 autocast on CPU and fp16 on GPU. On a
-    CPU without oneDNN's bf16 kernels it logs a warning: the step then runs
+    TRAIN.MIXED_PRECISION selects autocast to ``mixed_precision_dtype``. bf16
+    on a CPU without oneDNN's bf16 kernels logs a warning: the step then runs
     many times slower than in fp32 (docs/BENCHMARKS.md, "bf16 autocast on an
     AVX2 CPU").
 
@@ -29,10 +44,10 @@ def autocast_factory(
     Returns:
         A zero-argument callable returning a context manager.
     """
-    if not cfg.TRAIN.MIXED_PRECISION:
+    dtype = mixed_precision_dtype(cfg, device)
+    if dtype is None:
         return contextlib.nullcontext
-    dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
-    if device.type == "cpu" and cpu_has_bf16() is False:
+    if device.type == "cpu" and dtype == torch.bfloat16 and cpu_has_bf16() is False:
         logger.warning(
             "TRAIN.MIXED_PRECISION True: bf16 autocast on a CPU without oneDNN's "
             "bf16 kernels (%s; they need AVX512 or AMX) runs many times slower "
@@ -52,8 +67,8 @@ def cpu_has_bf16() -> Optional[bool]:
 
 def make_grad_scaler(cfg: CfgNode, device: torch.device):
     """A GradScaler for fp16 training on GPU, else None (bf16 needs none)."""
-    if cfg.TRAIN.MIXED_PRECISION and device.type == "cuda":
-        return torch.amp.GradScaler("cuda")
+    if mixed_precision_dtype(cfg, device) == torch.float16:
+        return torch.amp.GradScaler(device.type)
     return None
 
 
