@@ -28,6 +28,12 @@ from typing import FrozenSet, Sequence
 from slowfast.multigrid.schedule import MultigridSchedule
 
 
+def baseline_epoch_iters(schedule: MultigridSchedule, dataset_size: int) -> int:
+    """Iterations of one baseline epoch on each process (the dataset in whole
+    base-shape batches): the unit the periods count in."""
+    return schedule.baseline_iters(dataset_size) // schedule.baseline_max_epoch
+
+
 def due_epochs(epoch_iters: Sequence[int], unit_iters: int, period: int) -> FrozenSet:
     """Epochs after which an every-``period``-baseline-epochs action runs.
 
@@ -97,7 +103,7 @@ class PeriodicWork:
         iters = [
             schedule.iters_in_epoch(e, dataset_size) for e in range(schedule.max_epoch)
         ]
-        unit = schedule.baseline_epoch_iters(dataset_size)
+        unit = baseline_epoch_iters(schedule, dataset_size)
         return cls.build(iters, unit, checkpoint_period, eval_period, precise_bn)
 
     @classmethod
@@ -110,7 +116,7 @@ class PeriodicWork:
         precise_bn: bool,
     ) -> PeriodicWork:
         """The work of the schedule's baseline: SOLVER.MAX_EPOCH base epochs."""
-        unit = schedule.baseline_epoch_iters(dataset_size)
+        unit = baseline_epoch_iters(schedule, dataset_size)
         iters = [unit] * schedule.baseline_max_epoch
         return cls.build(iters, unit, checkpoint_period, eval_period, precise_bn)
 

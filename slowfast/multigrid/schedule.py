@@ -364,17 +364,8 @@ class MultigridSchedule:
         Returns:
             int: baseline iterations.
         """
-        return self.baseline_max_epoch * self.baseline_epoch_iters(dataset_size)
-
-    def baseline_epoch_iters(self, dataset_size: int) -> int:
-        """Returns the iterations of one baseline epoch (base shape, whole
-        batches): the unit in which ``multigrid.periods`` counts progress.
-
-        Args:
-            dataset_size: training clips in the whole dataset.
-        """
         clips = math.ceil(dataset_size / self.num_procs)
-        return clips // (self.base_batch // self.num_procs)
+        return self.baseline_max_epoch * (clips // (self.base_batch // self.num_procs))
 
     def iteration_ratio(self, dataset_size: int | None = None) -> float:
         """Returns how many times fewer iterations the schedule takes.
