@@ -35,16 +35,33 @@ def test_config_refuses_cuda_graphs_without_a_gpu():
         load_config([], ["TRAIN.CUDA_GRAPHS", "True", "NUM_GPUS", "0"])
 
 
-@pytest.mark.parametrize("procs, ok", [(1, True), (2, False)])
-def test_preflight_allows_one_process_only(procs, ok):
-    cfg = load_config([], ["TRAIN.CUDA_GRAPHS", "True", "NUM_GPUS", str(procs)])
+@pytest.mark.parametrize(
+    "procs, opts, refused",
+    [
+        (1, [], None),
+        (2, [], None),
+        (2, ["BN.NORM_TYPE", "sync_batchnorm"], "BN.NORM_TYPE sync_batchnorm"),
+        (
+            8,
+            ["TRAIN.BATCH_SIZE", "32"],
+            "syncs them over 2 processes",
+        ),
+    ],
+)
+def test_preflight_wants_bn_statistics_per_process_with_graphs(procs, opts, refused):
+    kinetics = os.path.join(REPO_ROOT, "configs", "Kinetics")
+    cfg = load_config(
+        [os.path.join(kinetics, "SLOWFAST_8x8_R50_multigrid.yaml")],
+        ["TRAIN.CUDA_GRAPHS", "True", "NUM_GPUS", str(procs), *opts],
+    )
     layout = Layout("plain", 1, procs, 0, "tcp://localhost:9999")
-    if ok:
+    if refused is None:
         check_cuda_graphs(cfg, layout)
-    else:
-        with pytest.raises(PreflightError, match="TRAIN.CUDA_GRAPHS") as err:
-            check_cuda_graphs(cfg, layout)
-        assert err.value.exit_status == 2
+        return
+    with pytest.raises(PreflightError, match="TRAIN.CUDA_GRAPHS") as err:
+        check_cuda_graphs(cfg, layout)
+    assert err.value.exit_status == 2 and refused in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_graphed_step_needs_a_cuda_model():
@@ -149,20 +166,19 @@ class _StaleWeightsStep(TrainStep):
         live = [p.detach().clone() for p in params]
         first = self.first.setdefault(batch[0][0].shape, live)
         inputs, labels, extras = self.prepare(batch)
+        self.buffers.take()
         with torch.no_grad():
             for param, old in zip(params, first):
                 param.copy_(old)
         with self.autocast():
             preds = self.model(inputs)
             loss = self.loss_fn(preds.float(), labels)
-        stats = self.reduce(loss.detach(), preds.detach(), labels, extras["num_failed"])
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         with torch.no_grad():
             for param, now in zip(params, live):
                 param.copy_(now)
-        self.update()
-        return stats
+        return self.finish(loss.detach(), preds.detach(), labels, extras["num_failed"])
 
 
 @pytest.mark.slow

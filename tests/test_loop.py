@@ -175,42 +175,155 @@ class _Toy(nn.Module):
         return self.fc(inputs[0])
 
 
-def test_non_finite_loss_stops_before_any_gradient(tmp_path):
-    model = _Toy()
-    before = [p.detach().clone() for p in model.parameters()]
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses = iter([1.0, float("nan")])
+class _ToyBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(3)
+        self.fc = nn.Linear(3, 2)
 
-    def loss_fn(preds, labels):
-        return preds.sum() + next(losses)
+    def forward(self, inputs):
+        return self.fc(self.bn(inputs[0]))
 
-    step = TrainStep(model, optimizer, loss_fn, RunContext(), _null_context)
-    batch = ([torch.ones(2, 3)], torch.zeros(2, dtype=torch.long), None, {})
-    batch[3]["num_failed"] = torch.zeros(2)
+
+def _state(model, optimizer):
+    """Weights, BN buffers and momentum buffers, copied."""
+    tensors = list(model.parameters()) + list(model.buffers())
+    tensors += [s["momentum_buffer"] for s in optimizer.state.values()]
+    return [t.detach().clone() for t in tensors]
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def _bad_step_is_skipped(make_bad, fused=None):
+    """A good step, then a bad one (``make_bad(step)`` returns its loss
+    function): the bad one changes no weight, BN buffer or momentum."""
+    torch.manual_seed(0)
+    model = _ToyBN()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=fused)
+    step = TrainStep(
+        model, optimizer, lambda p, y: p.sum(), RunContext(), _null_context
+    )
+    batch = ([torch.randn(4, 3)], torch.zeros(4, dtype=torch.long), None, {})
+    batch[3]["num_failed"] = torch.zeros(4)
     model.eval()  # as evaluation leaves it: the step trains in training mode
     first = step(batch)
     assert model.training
     assert first.applied and math.isfinite(first.loss)
-    after_first = [p.detach().clone() for p in model.parameters()]
-    model.zero_grad(set_to_none=True)
+    before = _state(model, optimizer)
+    step.loss_fn = make_bad(step)
     second = step(batch)
-    assert not second.applied and math.isnan(second.loss)
-    assert all(p.grad is None for p in model.parameters())  # no backward ran
-    for p, q in zip(model.parameters(), after_first):
-        assert torch.equal(p, q)
-    assert any(not torch.equal(p, q) for p, q in zip(after_first, before))
+    assert not second.applied
+    assert _same(_state(model, optimizer), before)
+    step.loss_fn = lambda p, y: p.sum()
+    assert step(batch).applied  # and the run could go on
+    assert not _same(_state(model, optimizer), before)
+    return second
+
+
+def _nan_loss(step):
+    return lambda p, y: p.sum() * float("nan")
+
+
+def _inf_gradient(step):
+    def loss_fn(preds, labels):
+        preds.register_hook(lambda g: g * float("inf"))
+        return preds.sum()
+
+    return loss_fn
+
+
+@pytest.mark.parametrize("make_bad", [_nan_loss, _inf_gradient])
+def test_a_non_finite_step_leaves_weights_bn_and_optimizer_state(make_bad):
+    stats = _bad_step_is_skipped(make_bad)
+    assert math.isnan(stats.loss) == (make_bad is _nan_loss)
+
+
+@pytest.mark.parametrize("make_bad", [_nan_loss, _inf_gradient])
+def test_the_skip_on_the_device_never_reads_the_verdict(make_bad, monkeypatch):
+    """The GPU path (fused SGD's found_inf, BN buffers kept by torch.where),
+    run on the CPU: nothing reads the step's statistics back."""
+    from slowfast.engine import step as step_module
+
+    monkeypatch.setattr(
+        step_module, "skips_on_device", lambda opt, dev: bool(opt.state)
+    )
+    reads = []
+    real = StepStats.read_all
+    monkeypatch.setattr(
+        StepStats, "read_all", staticmethod(lambda s: reads.append(1) or real(s))
+    )
+
+    def make_bad_unread(step):
+        reads.clear()
+        return make_bad(step)
+
+    original = step_module.TrainStep.finish
+
+    def finish(self, *args):
+        stats = original(self, *args)
+        if self.optimizer.state and not reads:  # after the first step
+            assert stats._host is None  # still pending on the device
+        return stats
+
+    monkeypatch.setattr(step_module.TrainStep, "finish", finish)
+    _bad_step_is_skipped(make_bad_unread, fused=True)
+
+
+def test_guard_names_the_first_bad_step_when_statistics_are_read_back(tmp_path):
+    batch = ([torch.ones(2, 3)], torch.zeros(2, dtype=torch.long), None, {})
+    values = iter([1.0, float("nan"), 2.0, float("inf"), 1.0, 1.0])
+
+    def step(b):
+        loss = next(values)
+        ok = float(math.isfinite(loss))
+        return StepStats.pending(torch.tensor([loss, 0.0, 0.0, 0.0, ok]).double())
 
     events = []
     loop = TrainLoop(
-        lambda b: StepStats(float("inf"), 0.0, 0.0, 0.0, applied=False),
-        [batch, batch],
-        lambda e: 2,
+        step,
+        [batch] * 6,
+        lambda e: 6,
         [NonFiniteGuard(str(tmp_path)), _Events(events)],
+        sync_period=3,
     )
-    with pytest.raises(NonFiniteLossError, match=r"loss is inf .* iteration 1/2") as e:
+    with pytest.raises(NonFiniteLossError, match=r"loss is nan .* iteration 2/6") as e:
         loop.run(0, 1)
     assert str(e.value).endswith("no checkpoint was saved yet")
-    assert not any(e[0] == "after_step" for e in events)  # the guard acted first
+    assert "global iteration 2)" in str(e.value)
+    # The guard acted at the read-back after the third step, before the others.
+    assert [e for e in events if e[0] == "after_step"] == [
+        ("after_step", 0, 0),
+        ("after_step", 0, 1),
+    ]
+    assert len(list(values)) == 3  # three steps ran
+
+
+def test_statistics_are_read_back_every_sync_period_and_at_the_epochs_end():
+    read = []
+
+    class Reader(HookBase):
+        def after_step(self, state):
+            read.append((state.iter, [r.iter for r in state.readback]))
+
+    loop = TrainLoop(
+        lambda b: StepStats.pending(torch.zeros(5).double()),
+        [([torch.zeros(1)],)] * 7,
+        lambda e: 7,
+        [Reader()],
+        sync_period=3,
+    )
+    loop.run(0, 1)
+    assert read == [
+        (0, []),
+        (1, []),
+        (2, [0, 1, 2]),
+        (3, []),
+        (4, []),
+        (5, [3, 4, 5]),
+        (6, [6]),
+    ]
 
 
 def _null_context():

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from slowfast.engine.loop import LoopState
+from slowfast.engine.loop import LoopState, StepRecord, StepStats
 from slowfast.engine.writers import TensorBoardWriter
 
 
@@ -12,11 +12,18 @@ def _run(log_dir, done_iters, first_epoch, epochs, iters=4):
     """A TensorBoardWriter over ``epochs`` epochs of ``iters`` steps, resumed
     after ``done_iters`` iterations; validation after every epoch."""
     writer = TensorBoardWriter(str(log_dir), done_iters=done_iters)
-    state = LoopState(global_iter=done_iters, shape=SimpleNamespace(batch_size=2))
+    state = LoopState(global_iter=done_iters)
+    shape = SimpleNamespace(batch_size=2)
     for epoch in range(first_epoch, first_epoch + epochs):
-        for _ in range(iters):
-            state.stats, state.lr = SimpleNamespace(loss=float(epoch)), 0.1
-            writer.after_step(state)
+        for it in range(iters):
+            stats = StepStats(float(epoch), 0.0, 0.0, 0.0)
+            record = StepRecord(
+                epoch, it, state.global_iter, shape, 0.1, 2, 0, 0, stats
+            )
+            state.readback.append(record)
+            if it % 3 == 2 or it == iters - 1:  # read back every 3 steps
+                writer.after_step(state)
+                state.readback = []
             state.global_iter += 1
         state.epoch_stats = {"loss": float(epoch)}
         state.val_metrics = {"top1_err": float(epoch)}

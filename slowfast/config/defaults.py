@@ -67,13 +67,15 @@ _C.TRAIN.MIXED_PRECISION = False
 # with a GradScaler, bf16 without (no scale to check on the host each step).
 # Both arms of a comparison share it, as any key outside MULTIGRID.
 _C.TRAIN.MIXED_PRECISION_DTYPE = "auto"
-# Signals that stop training after the current iteration with a mid-epoch
-# checkpoint (a scheduler's warning before preemption or the time limit).
+# Signals that stop training with a mid-epoch checkpoint at the next read-back
+# of the step statistics (within LOG_PERIOD iterations; a scheduler's warning
+# before preemption or the time limit).
 _C.TRAIN.STOP_SIGNALS = ["SIGUSR1", "SIGUSR2", "SIGTERM"]
 # Also save a mid-epoch checkpoint every CHECKPOINT_MINUTES minutes (0: off).
 _C.TRAIN.CHECKPOINT_MINUTES = 0.0
-# Replay each batch shape's forward and backward from a CUDA graph (one GPU,
-# one process): the host launches one graph per step instead of every kernel.
+# Replay each batch shape's forward and backward from a CUDA graph (GPU): the
+# host launches one graph per step instead of every kernel. With several
+# processes the gradients are averaged after the replay (not yet run on a GPU).
 _C.TRAIN.CUDA_GRAPHS = False
 
 # ---------------------------------------------------------------------------- #

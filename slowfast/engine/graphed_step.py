@@ -4,9 +4,9 @@ With ``TRAIN.CUDA_GRAPHS True`` the forward pass, the loss and the backward
 pass of each batch shape (inputs' shapes and BN splits: about ten in a run
 with the default cycles) are captured once in a CUDA graph and replayed at
 every later step of that shape, so the host launches one graph instead of
-thousands of kernels; the statistics, the guard against a non-finite loss,
+thousands of kernels; the statistics, the check for a non-finite step,
 gradient clipping and the optimizer update run eagerly as in
-:class:`TrainStep`.
+:class:`TrainStep` (``finish``).
 
 What a replay needs, and this class keeps:
 
@@ -23,19 +23,20 @@ What a replay needs, and this class keeps:
   numbers they drew (dropout) are restored afterwards; a replay then draws
   what the eager step would have drawn from the same generator state (the
   graph advances the generator by what it captured);
-* each graph's loss and predictions read (``reduce``) before another graph
-  replays: the graphs share one memory pool and are replayed in another
+* each graph's loss and predictions reduced (``finish``) before another
+  graph replays: the graphs share one memory pool and are replayed in another
   order than captured, so a later graph may reuse an earlier one's scratch
   memory for its outputs;
 * the BN buffers the graphs update still being the model's (precise BN
   copies its statistics into them: ``engine/precise_bn.py``).
 
-One process only (no DDP gradient all-reduce inside a graph here), on a GPU;
-``config/validate.py`` and ``launch/preflight.py`` say so before the run.
+On a GPU (``config/validate.py`` says so before the run). With several
+processes the gradient all-reduce runs after the replay, outside the graph
+(``engine/flat_grads.py``), and BN statistics must be per process
+(``launch/preflight.py``); that path has not yet run on a GPU.
 """
 
 import logging
-import math
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
@@ -43,6 +44,7 @@ from typing import Dict, List, Tuple
 import torch
 from torch import nn
 
+from slowfast.engine.flat_grads import FlatGrads
 from slowfast.engine.loop import StepStats
 from slowfast.engine.step import TrainStep
 from slowfast.models.norm import SubBatchNorm3d
@@ -66,21 +68,31 @@ class _Graph:
 class GraphedTrainStep(TrainStep):
     """:class:`TrainStep` with forward and backward replayed from CUDA graphs.
 
-    Takes :class:`TrainStep`'s arguments; the model must be on a CUDA device
-    and the run one process.
+    Takes :class:`TrainStep`'s arguments; the model must be on a CUDA device.
+    With several processes the graphs hold the model inside its
+    DistributedDataParallel wrapper (whose gradient hooks then stay idle)
+    and the gradients are averaged after each replay, outside the graph
+    (``engine/flat_grads.py``); BN statistics must then be per process
+    (``launch/preflight.py`` refuses sync groups).
     """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if self.device.type != "cuda":
             raise ValueError("TRAIN.CUDA_GRAPHS needs a GPU (NUM_GPUS > 0)")
-        if self.ctx.distributed:
-            raise ValueError("TRAIN.CUDA_GRAPHS runs one process only")
+        self.net = self.model.module if self.ctx.distributed else self.model
         self.graphs: Dict[Tuple, _Graph] = {}
         self.pool = torch.cuda.graph_pool_handle()
         self.side = torch.cuda.Stream()  # one: each stream keeps its workspaces
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.grads: List[torch.Tensor] = []
+        self.flat = FlatGrads(self.params)
+        if self.ctx.distributed:
+            logger.info(
+                "TRAIN.CUDA_GRAPHS with %d processes: forward and backward "
+                "replayed from graphs, gradients averaged after each replay in "
+                "one all-reduce per dtype (this path has not yet run on a GPU: "
+                "tools/check_cuda_graphs.py compares it with the eager step)",
+                self.ctx.world_size,
+            )
 
     def __call__(self, batch) -> StepStats:
         """Trains on one ``(inputs, labels, indices, extras)`` batch."""
@@ -102,14 +114,12 @@ class GraphedTrainStep(TrainStep):
         for dst, src in zip(step.inputs, inputs):
             dst.copy_(src, non_blocking=True)
         step.labels.copy_(labels, non_blocking=True)
-        self._zero_grads()
+        self.flat.zero()
+        self.buffers.take()
         step.graph.replay()
-        stats = self.reduce(step.loss, step.preds, labels, extras["num_failed"])
-        if not math.isfinite(stats.loss):
-            stats.applied = False
-            return stats
-        self.update()
-        return stats
+        self.flat.average(self.ctx.world_size)
+        # Statistics first: a later replay may reuse this graph's outputs.
+        return self.finish(step.loss, step.preds, labels, extras["num_failed"])
 
     def _splits(self) -> int:
         """The BN splits the schedule set on the model for this step."""
@@ -120,19 +130,10 @@ class GraphedTrainStep(TrainStep):
 
     def _forward_backward(self, inputs, labels):
         with self.autocast():
-            preds = self.model(inputs)
+            preds = self.net(inputs)
             loss = self.loss_fn(preds.float(), labels)
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
         return loss.detach(), preds.detach()
-
-    def _zero_grads(self) -> None:
-        """Zeroes the gradients the graphs write, in place (never None)."""
-        if not self.grads:
-            self.grads = [torch.zeros_like(p) for p in self.params]
-        for param, grad in zip(self.params, self.grads):
-            if param.grad is not grad:  # something replaced or dropped it
-                param.grad = grad
-        torch._foreach_zero_(self.grads)  # a few launches, not one per tensor
 
     def _capture(self, inputs, labels) -> _Graph:
         """Warms up, then captures the step of these inputs' shape."""
@@ -142,13 +143,13 @@ class GraphedTrainStep(TrainStep):
         rng = torch.cuda.get_rng_state(self.device)
         graph = torch.cuda.CUDAGraph()
         try:
-            self._zero_grads()
+            self.flat.zero()
             self.side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.side):
                 for _ in range(WARMUP_PASSES):
                     self._forward_backward(static_inputs, static_labels)
             torch.cuda.current_stream().wait_stream(self.side)
-            self._zero_grads()
+            self.flat.zero()
             # "thread_local": the loader's pin-memory thread goes on pinning
             # batches (CUDA calls) during the capture; in the default "global"
             # mode any such call from another thread breaks the capture and the

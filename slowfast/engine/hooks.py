@@ -5,7 +5,7 @@ reads as the run's table of contents:
 
 1. ``ScheduleHook``: the epoch's batches and shapes, each iteration's LR and
    BN grouping (the one multigrid schedule drives all three).
-2. ``NonFiniteGuard``: stops the run at the first non-finite loss.
+2. ``NonFiniteGuard``: stops the run at the first non-finite step.
 3. ``BadDataHook``: counts videos that failed to load; fails past the bound.
 4. ``JsonMetricsWriter`` (``engine/writers.py``): the ``train_iter`` /
    ``train_epoch`` lines; ``RunStateHook``: the trained epoch in
@@ -23,6 +23,7 @@ that list; the loop does not change.
 """
 
 import logging
+import math
 from typing import Callable, Optional
 
 import torch
@@ -122,7 +123,12 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class NonFiniteGuard(HookBase):
-    """Stops the run at a non-finite loss (every process at the same step).
+    """Stops the run at the first step whose loss or gradients were not finite
+    (every process at the same step).
+
+    The step skipped that update on the device (``engine/step.py``); the guard
+    sees it when the statistics are read back (``LoopState.readback``) and
+    names the first such iteration.
 
     Args:
         output_dir: where the last good checkpoint is looked up for the message.
@@ -132,17 +138,21 @@ class NonFiniteGuard(HookBase):
         self.output_dir = output_dir
 
     def after_step(self, state: LoopState) -> None:
-        if not state.stats.applied:
-            last = cu.get_last_checkpoint(self.output_dir)
-            saved = f"the last good checkpoint is {last}"
-            if not last:
-                saved = "no checkpoint was saved yet"
-            raise NonFiniteLossError(
-                f"loss is {state.stats.loss} at epoch {epoch_str(state)}, "
-                f"iteration {state.iter + 1}/{state.iters_in_epoch} (global "
-                f"iteration {state.global_iter + 1}): lower SOLVER.BASE_LR or "
-                f"lengthen SOLVER.WARMUP_EPOCHS; {saved}"
-            )
+        bad = next((r for r in state.readback if not r.stats.applied), None)
+        if bad is None:
+            return
+        last = cu.get_last_checkpoint(self.output_dir)
+        saved = f"the last good checkpoint is {last}"
+        if not last:
+            saved = "no checkpoint was saved yet"
+        loss = bad.stats.loss
+        what = "a gradient is not finite" if math.isfinite(loss) else f"loss is {loss}"
+        raise NonFiniteLossError(
+            f"{what} at epoch {bad.epoch + 1}/{state.max_epoch}, iteration "
+            f"{bad.iter + 1}/{state.iters_in_epoch} (global iteration "
+            f"{bad.global_iter + 1}): lower SOLVER.BASE_LR or lengthen "
+            f"SOLVER.WARMUP_EPOCHS; {saved}"
+        )
 
 
 class BadDataHook(HookBase):
@@ -166,7 +176,8 @@ class BadDataHook(HookBase):
         self.resumed = {}
 
     def after_step(self, state: LoopState) -> None:
-        self.monitor.update(int(state.stats.failed))
+        for record in state.readback:
+            self.monitor.update(int(record.stats.failed))
 
     def after_epoch(self, state: LoopState) -> None:
         state.extras["bad_videos"] = self.monitor.end_epoch(state.epoch)

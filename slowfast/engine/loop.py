@@ -11,25 +11,116 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
+import torch
 
-@dataclass
+
 class StepStats:
     """What one training step reports, reduced over all processes.
+
+    A step may leave its values on the device (``StepStats.pending``): they are
+    copied to the host when first read, and ``read_all`` copies a list of them
+    at once, so that a run waits for the device once every few steps instead
+    of once a step.
 
     Attributes:
         loss: mean loss.
         top1_err: mean top-1 error in percent (0 for multi-label data).
         top5_err: mean top-5 error in percent (0 for multi-label data).
         failed: videos that failed to load in this batch, summed.
-        applied: whether the update was applied (False: non-finite loss,
-            no gradient was computed on any process).
+        applied: whether the update was applied (False: the loss or a gradient
+            was not finite; weights, BN statistics and optimizer state were
+            left as they were before the step).
     """
 
-    loss: float
-    top1_err: float
-    top5_err: float
-    failed: float
-    applied: bool = True
+    __slots__ = ("_values", "_host")
+    FIELDS = ("loss", "top1_err", "top5_err", "failed", "applied")
+
+    def __init__(
+        self,
+        loss: float,
+        top1_err: float,
+        top5_err: float,
+        failed: float,
+        applied: bool = True,
+    ) -> None:
+        self._values = None
+        self._host = (float(loss), float(top1_err), float(top5_err), float(failed))
+        self._host += (bool(applied),)
+
+    @classmethod
+    def pending(cls, values: torch.Tensor) -> "StepStats":
+        """Statistics still on the device: ``values`` holds loss, top-1 and
+        top-5 error, failed videos and applied (1 or 0), in that order."""
+        stats = cls.__new__(cls)
+        stats._values, stats._host = values, None
+        return stats
+
+    @staticmethod
+    def read_all(stats: Sequence["StepStats"]) -> None:
+        """Copies the values of every pending one to the host, in one copy."""
+        pending = [s for s in stats if s._host is None]
+        if not pending:
+            return
+        rows = torch.stack([s._values for s in pending]).cpu().tolist()
+        for item, row in zip(pending, rows):
+            item._host = (*row[:4], bool(row[4]))
+            item._values = None
+
+    def _read(self) -> tuple:
+        if self._host is None:
+            StepStats.read_all([self])
+        return self._host
+
+    @property
+    def loss(self) -> float:
+        return self._read()[0]
+
+    @property
+    def top1_err(self) -> float:
+        return self._read()[1]
+
+    @property
+    def top5_err(self) -> float:
+        return self._read()[2]
+
+    @property
+    def failed(self) -> float:
+        return self._read()[3]
+
+    @property
+    def applied(self) -> bool:
+        return self._read()[4]
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{k}={v}" for k, v in zip(self.FIELDS, self._read()))
+        return f"StepStats({values})"
+
+
+@dataclass
+class StepRecord:
+    """One iteration as the hooks see it once its statistics are on the host.
+
+    Attributes:
+        epoch, iter, global_iter: where it ran (``global_iter``: iterations
+            done before it).
+        shape: the schedule's shape of the iteration.
+        lr: its learning rate.
+        batch_size: clips in this process's batch.
+        data_time: seconds spent waiting for the batch.
+        compute_time: seconds of the step (with the wait for the device at
+            the iteration that read the statistics back).
+        stats: the step's statistics, on the host.
+    """
+
+    epoch: int
+    iter: int
+    global_iter: int
+    shape: Any
+    lr: float
+    batch_size: int
+    data_time: float
+    compute_time: float
+    stats: StepStats
 
 
 @dataclass
@@ -48,7 +139,15 @@ class LoopState:
         batch_size: clips in this process's batch.
         data_time: seconds spent waiting for the batch.
         compute_time: seconds of the step and the hooks around it.
-        stats: the step's statistics.
+        stats: the step's statistics (may still be on the device: read them
+            from ``readback``).
+        readback: the iterations whose statistics were read back to the host
+            at this step, oldest first (``StepRecord``); empty at other steps.
+            The loop reads them back every ``sync_period`` steps and at the
+            epoch's last iteration (``readback_due``).
+        readback_due: whether this step read statistics back (hooks that
+            need the host to agree with the device, such as the preemption
+            check, act only then).
         lr: learning rate of the current iteration (set by the schedule hook).
         shape: the schedule's shape of the current iteration.
         epoch_stats: the finished epoch's training statistics.
@@ -67,6 +166,8 @@ class LoopState:
     data_time: float = 0.0
     compute_time: float = 0.0
     stats: Optional[StepStats] = None
+    readback: List[StepRecord] = field(default_factory=list)
+    readback_due: bool = False
     lr: float = 0.0
     shape: Any = None
     epoch_stats: Dict[str, Any] = field(default_factory=dict)
@@ -128,6 +229,10 @@ class TrainLoop:
         iters_in_epoch: ``epoch -> iterations``; the loader must give exactly
             that many batches per epoch.
         hooks: in the order they act.
+        sync_period: the step's statistics are read back to the host after
+            every ``sync_period``-th iteration of an epoch (counted from its
+            first) and after its last (LOG_PERIOD in training), so that the
+            host queues steps ahead of the device in between.
     """
 
     def __init__(
@@ -136,11 +241,14 @@ class TrainLoop:
         loader: Iterable,
         iters_in_epoch: Callable[[int], int],
         hooks: Sequence[HookBase],
+        sync_period: int = 1,
     ) -> None:
         self.step = step
         self.loader = loader
         self.iters_in_epoch = iters_in_epoch
         self.hooks: List[HookBase] = list(hooks)
+        self.sync_period = max(1, sync_period)
+        self._pending: List[StepRecord] = []
 
     def _call(self, event: str, state: LoopState) -> None:
         for hook in self.hooks:
@@ -209,8 +317,37 @@ class TrainLoop:
             self._call("before_step", state)
             state.stats = self.step(batch)
             state.compute_time = time.perf_counter() - tic - state.data_time
+            self._read_back(state)
             self._call("after_step", state)
             state.global_iter += 1
             tic = time.perf_counter()
         state.batch = None
         self._call("after_epoch", state)
+
+    def _read_back(self, state: LoopState) -> None:
+        """Records the step; at a read-back iteration copies the pending
+        steps' statistics to the host at once (``state.readback``)."""
+        self._pending.append(
+            StepRecord(
+                state.epoch,
+                state.iter,
+                state.global_iter,
+                state.shape,
+                state.lr,
+                state.batch_size,
+                state.data_time,
+                state.compute_time,
+                state.stats,
+            )
+        )
+        last = state.iter + 1 == state.iters_in_epoch
+        state.readback_due = last or (state.iter + 1) % self.sync_period == 0
+        if not state.readback_due:
+            state.readback = []
+            return
+        tic = time.perf_counter()
+        StepStats.read_all([record.stats for record in self._pending])
+        wait = time.perf_counter() - tic  # the device finishing the queued steps
+        self._pending[-1].compute_time += wait
+        state.compute_time += wait
+        state.readback, self._pending = self._pending, []

@@ -22,11 +22,20 @@ def topk_errors(
     Returns:
         One error rate (0-100) per k.
     """
+    return topk_error_tensor(scores, labels, ks).tolist()
+
+
+def topk_error_tensor(
+    scores: torch.Tensor, labels: torch.Tensor, ks: Sequence[int]
+) -> torch.Tensor:
+    """``topk_errors`` as a float64 tensor on the scores' device (nothing is
+    read back to the host)."""
     maxk = min(max(ks), scores.shape[1])
     top = scores.topk(maxk, dim=1).indices
     hits = top.eq(labels.view(-1, 1))
     n = max(labels.numel(), 1)
-    return [100.0 * (1.0 - hits[:, : min(k, maxk)].any(1).sum().item() / n) for k in ks]
+    found = torch.stack([hits[:, : min(k, maxk)].any(1).sum() for k in ks])
+    return 100.0 * (1.0 - found.double() / n)
 
 
 def chance_map(targets: torch.Tensor) -> float:

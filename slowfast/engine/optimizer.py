@@ -44,19 +44,22 @@ def construct_optimizer(model: nn.Module, cfg: CfgNode) -> torch.optim.Optimizer
 def sgd(groups: list, cfg: CfgNode) -> torch.optim.Optimizer:
     """SGD with SOLVER.MOMENTUM, DAMPENING and NESTEROV (the reference's).
 
-    PyTorch picks the update's implementation: one ``foreach`` update over all
-    parameters on GPUs, a per-tensor loop on CPUs, where ``foreach`` is no
-    faster for small models and slower for full-width ones
-    (docs/BENCHMARKS.md, "SGD implementation on CPU"). ``fused=True`` is faster
-    but rounds differently in the last bit, so it would change every trained
-    number; not used.
+    On GPUs the update is the fused kernel: one launch for all parameters,
+    and it skips a non-finite step on the device (``found_inf``,
+    ``engine/nonfinite.py``), so the host never waits for the verdict. On
+    CPUs PyTorch's per-tensor loop, where ``foreach`` is no faster for small
+    models and slower for full-width ones (docs/BENCHMARKS.md, "SGD
+    implementation on CPU"), and the fused kernel rounds differently in the
+    last bit, which would change every trained number of the CPU demos.
     """
+    on_gpu = all(p.is_cuda for group in groups for p in group["params"])
     return torch.optim.SGD(
         groups,
         lr=cfg.SOLVER.BASE_LR,
         momentum=cfg.SOLVER.MOMENTUM,
         dampening=cfg.SOLVER.DAMPENING,
         nesterov=cfg.SOLVER.NESTEROV,
+        fused=True if on_gpu else None,
     )
 
 

@@ -2,11 +2,13 @@
 
 A scheduler warns a job before it preempts it or before its time limit
 (SLURM: ``--signal``, submitit: SIGUSR2; SIGTERM before a kill). A signal
-named in TRAIN.STOP_SIGNALS only sets a flag; after each step every process
-learns whether any of them got one (one small all-reduce), so they all stop
-after the same iteration. Then a mid-epoch checkpoint is written (model,
-optimizer, scaler, every process's RNG states, the hooks' states and the
-position in the epoch; ``checkpoint/files.py`` names it) and the run raises
+named in TRAIN.STOP_SIGNALS only sets a flag; at each iteration that reads
+the step statistics back (every LOG_PERIOD iterations and at the epoch's end,
+``LoopState.readback_due``) every process learns whether any of them got one
+(one small all-reduce), so they all stop after the same iteration, at most
+LOG_PERIOD - 1 iterations after the signal. Then a mid-epoch checkpoint is
+written (model, optimizer, scaler, every process's RNG states, the hooks'
+states and the position in the epoch; ``checkpoint/files.py`` names it) and the run raises
 ``Preempted``; its processes exit with ``EXIT_PREEMPTED`` (a launcher may
 report another status: torchrun 1, srun with --kill-on-bad-exit a signal) and
 the same command resumes after that iteration. TRAIN.CHECKPOINT_MINUTES > 0
@@ -90,7 +92,11 @@ class StopSignals:
 
     def _handle(self, signum: int, frame) -> None:
         if not self.received:
-            logger.warning("got %s: stopping after this iteration", signal_name(signum))
+            logger.warning(
+                "got %s: stopping at the next statistics read-back (within "
+                "LOG_PERIOD iterations)",
+                signal_name(signum),
+            )
         self.received = signum
 
     def install(self) -> None:
@@ -139,6 +145,8 @@ class PreemptionHook(HookBase):
         self.last_save = self.clock()
 
     def after_step(self, state: LoopState) -> None:
+        if not state.readback_due:  # the host reads the device only then
+            return
         timed = self.ctx.is_master and 0 < self.seconds <= self.clock() - self.last_save
         flags = torch.tensor([self.stop.received, int(timed)], dtype=torch.long)
         if self.ctx.distributed:

@@ -1,13 +1,13 @@
 """One training step: to device, autocast, loss, statistics, backward, update."""
 
-import math
 from typing import Callable, ContextManager, Optional
 
 import torch
 from torch import nn
 
 from slowfast.engine.loop import StepStats
-from slowfast.engine.metrics import topk_errors
+from slowfast.engine.metrics import topk_error_tensor
+from slowfast.engine.nonfinite import BufferSnapshot, grads_finite, skips_on_device
 from slowfast.utils import distributed as du
 
 
@@ -17,10 +17,14 @@ class TrainStep:
     The model is put back in training mode first when a hook (evaluation,
     precise BN) left it in eval mode.
 
-    The statistics are reduced over processes right after the forward pass,
-    so that a non-finite loss skips the update on every process at the same
-    iteration, before any gradient all-reduce (the guard hook then stops the
-    run).
+    Nothing in a step makes the host wait for the device: the statistics are
+    reduced over processes on the device and returned pending (the loop reads
+    them back every LOG_PERIOD steps), and a step whose loss or gradients are
+    not finite on any process is skipped on every process: the update is
+    skipped and the BN statistics it changed are put back, on the device where
+    the optimizer allows it (``engine/nonfinite.py``), else after reading the
+    verdict on the host. The guard hook then stops the run, naming the first
+    such step.
 
     Args:
         model: the model (DDP-wrapped when ``world_size > 1``).
@@ -54,6 +58,8 @@ class TrainStep:
         self.scaler = scaler
         self.clip = clip_grad_norm
         self.multi_label = multi_label
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.buffers = BufferSnapshot(model)
 
     def prepare(self, batch):
         """The batch's inputs, labels and extras on the device; model in train mode."""
@@ -66,39 +72,65 @@ class TrainStep:
     def __call__(self, batch) -> StepStats:
         """Trains on one ``(inputs, labels, indices, extras)`` batch."""
         inputs, labels, extras = self.prepare(batch)
+        self.buffers.take()
         with self.autocast():
             preds = self.model(inputs)
             loss = self.loss_fn(preds.float(), labels)
-        stats = self.reduce(loss.detach(), preds.detach(), labels, extras["num_failed"])
-        if not math.isfinite(stats.loss):
-            stats.applied = False
-            return stats
         self.optimizer.zero_grad(set_to_none=True)
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
-        self.update()
+        return self.finish(loss.detach(), preds.detach(), labels, extras["num_failed"])
+
+    def finish(self, loss, preds, labels, num_failed) -> StepStats:
+        """After the backward pass: the statistics, the finite check and the
+        update (or its skip), with ``self.buffers`` taken before the forward.
+
+        Under a GradScaler only the loss is checked: the scaler skips steps
+        whose scaled gradients overflow and lowers its scale, as it should.
+        """
+        values = self.reduce(loss, preds, labels, num_failed)
+        ok = torch.isfinite(values[:1])
+        if self.scaler is None:
+            ok = ok & grads_finite(self.params, self.device)
+        stats = StepStats.pending(torch.cat([values, ok.double()]))
+        if skips_on_device(self.optimizer, self.device) or self.scaler is not None:
+            self.update(found_inf=None if self.scaler else (~ok).float())
+            self.buffers.keep_if(ok)
+        elif stats.applied:  # the host reads the verdict (free on a CPU)
+            self.update()
+        else:
+            self.buffers.restore()
         return stats
 
-    def update(self) -> None:
-        """Gradient clipping and the optimizer step (through the scaler when fp16)."""
+    def update(self, found_inf: Optional[torch.Tensor] = None) -> None:
+        """Gradient clipping and the optimizer step (through the scaler when
+        fp16; skipped on the device where ``found_inf`` is nonzero)."""
         if self.scaler is not None and self.clip:
             self.scaler.unscale_(self.optimizer)
         if self.clip:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+            nn.utils.clip_grad_norm_(self.params, self.clip)
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
+        elif found_inf is not None:
+            self.optimizer.found_inf = found_inf  # read by fused optimizers
+            try:
+                self.optimizer.step()
+            finally:
+                del self.optimizer.found_inf
         else:
             self.optimizer.step()
 
-    def reduce(self, loss, preds, labels, num_failed) -> StepStats:
-        """Loss and errors averaged, failed videos summed, over processes."""
+    def reduce(self, loss, preds, labels, num_failed) -> torch.Tensor:
+        """Loss and errors averaged, failed videos summed, over processes:
+        a float64 tensor on the device, nothing read back."""
+        device = loss.device
         if self.multi_label:
-            top1, top5 = 0.0, 0.0
+            top = torch.zeros(2, dtype=torch.float64, device=device)
         else:
-            top1, top5 = topk_errors(preds.float(), labels, (1, 5))
-        failed = float(torch.as_tensor(num_failed).sum())
-        stats = torch.tensor([loss.item(), top1, top5, failed], dtype=torch.float64)
+            top = topk_error_tensor(preds.float(), labels, (1, 5))
+        failed = torch.as_tensor(num_failed).to(device, non_blocking=True)
+        values = torch.cat([loss.double().view(1), top, failed.sum().double().view(1)])
         if self.ctx.distributed:
-            stats = du.all_reduce(stats.to(self.device), "sum")
-            stats[:3] /= self.ctx.world_size
-        return StepStats(*stats.cpu().tolist())
+            values = du.all_reduce(values, "sum")
+            values[:3] /= self.ctx.world_size
+        return values

@@ -255,7 +255,9 @@ class Trainer:
             saved = self.hook_states.get(type(hook).__name__)
             if saved:
                 hook.load_state_dict(saved)
-        loop = TrainLoop(step, self.train_loader, self._iters, hooks)
+        loop = TrainLoop(
+            step, self.train_loader, self._iters, hooks, sync_period=self.cfg.LOG_PERIOD
+        )
         try:
             loop.run(self.start_epoch, max_epoch, self.global_iter, self.start_iter)
         finally:

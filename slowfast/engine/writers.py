@@ -8,7 +8,7 @@ import logging
 from typing import Callable, Optional
 
 from slowfast.engine.hooks import epoch_str, shape_str
-from slowfast.engine.loop import HookBase, LoopState
+from slowfast.engine.loop import HookBase, LoopState, StepRecord
 from slowfast.engine.meters import TrainMeter, data_wait_text
 from slowfast.utils import distributed as du
 from slowfast.utils.logging import log_json_stats
@@ -57,19 +57,23 @@ class JsonMetricsWriter(HookBase):
         self.resumed = {}
 
     def after_step(self, state: LoopState) -> None:
-        stats, shape = state.stats, state.shape
+        for record in state.readback:
+            self._add(record, state)
+
+    def _add(self, record: StepRecord, state: LoopState) -> None:
+        stats, shape = record.stats, record.shape
         top = (None, None) if self.multi_label else (stats.top1_err, stats.top5_err)
         self.meter.add(
             stats.loss,
             shape.batch_size,
-            state.data_time,
-            state.compute_time,
+            record.data_time,
+            record.compute_time,
             *top,
             shape_str(shape),
         )
-        if (state.iter + 1) % self.log_period == 0:
+        if (record.iter + 1) % self.log_period == 0:
             line = self.meter.iter_stats(
-                epoch_str(state), state.iter, state.lr, shape_str(shape)
+                epoch_str(state), record.iter, record.lr, shape_str(shape)
             )
             log_json_stats(line, self.output_dir, self.rank)
 
@@ -102,10 +106,11 @@ class TensorBoardWriter(HookBase):
         self.writer = SummaryWriter(log_dir, purge_step=done_iters + 1)
 
     def after_step(self, state: LoopState) -> None:
-        step = state.global_iter + 1
-        self.writer.add_scalar("Train/loss", state.stats.loss, step)
-        self.writer.add_scalar("Train/lr", state.lr, step)
-        self.writer.add_scalar("Train/batch_size", state.shape.batch_size, step)
+        for record in state.readback:
+            step = record.global_iter + 1
+            self.writer.add_scalar("Train/loss", record.stats.loss, step)
+            self.writer.add_scalar("Train/lr", record.lr, step)
+            self.writer.add_scalar("Train/batch_size", record.shape.batch_size, step)
 
     def after_epoch(self, state: LoopState) -> None:
         step = state.global_iter

@@ -15,6 +15,7 @@ from fvcore.common.config import CfgNode
 
 from slowfast.config.derived import per_process_batch
 from slowfast.launch.launcher import Layout
+from slowfast.multigrid import MultigridSchedule
 
 EXIT_DATA = 1
 EXIT_CONFIG = 2
@@ -63,11 +64,31 @@ def check_devices(cfg: CfgNode, layout: Layout) -> None:
 
 
 def check_cuda_graphs(cfg: CfgNode, layout: Layout) -> None:
-    """CUDA graphs of the training step run one process only."""
-    if cfg.TRAIN.ENABLE and cfg.TRAIN.CUDA_GRAPHS and layout.world_size > 1:
+    """CUDA graphs of the training step with several processes: BN statistics
+    per process (the graphs hold no collective; the gradients are averaged
+    after them, ``engine/flat_grads.py``)."""
+    procs = layout.world_size
+    if not (cfg.TRAIN.ENABLE and cfg.TRAIN.CUDA_GRAPHS and procs > 1):
+        return
+    where = f"TRAIN.CUDA_GRAPHS = True with {procs} processes needs BN statistics "
+    where += "per process"
+    if cfg.BN.NORM_TYPE == "sync_batchnorm":
         raise PreflightError(
-            f"TRAIN.CUDA_GRAPHS = True runs one process, this job has "
-            f"{layout.world_size}; set NUM_GPUS 1 or TRAIN.CUDA_GRAPHS False",
+            f"{where}, BN.NORM_TYPE sync_batchnorm syncs them; set BN.NORM_TYPE "
+            "sub_batchnorm or TRAIN.CUDA_GRAPHS False",
+            EXIT_CONFIG,
+        )
+    try:
+        schedule = MultigridSchedule.from_cfg(cfg, procs)
+    except ValueError:
+        return  # the trainer names the schedule's fault in its own line
+    sync = max(schedule.bn_sync_size(e) for e in range(schedule.max_epoch))
+    if sync > 1:
+        raise PreflightError(
+            f"{where}, this schedule syncs them over {sync} processes (fewer "
+            f"than MULTIGRID.BN_BASE_SIZE = {cfg.MULTIGRID.BN_BASE_SIZE} clips per "
+            "process at a shape); raise TRAIN.BATCH_SIZE, lower "
+            "MULTIGRID.BN_BASE_SIZE or set TRAIN.CUDA_GRAPHS False",
             EXIT_CONFIG,
         )
 
