@@ -99,12 +99,23 @@ class _Geometry(NamedTuple):
 
 
 def _geometry(x: torch.Tensor, splits: int) -> _Geometry:
-    channels, positions = x.shape[1], x[0, 0].numel()
-    strides = _flat_strides(x)
+    """The batch's geometry, worked out once per shape, layout and split count
+    (a step calls every BN layer with a handful of shapes)."""
+    return _geometry_of(tuple(x.shape), _flat_strides(x), splits, x.device)
+
+
+@functools.lru_cache(maxsize=4096)
+def _geometry_of(
+    shape: Tuple[int, ...],
+    strides: Tuple[int, int, int],
+    splits: int,
+    device: torch.device,
+) -> _Geometry:
+    channels, positions = shape[1], shape[2] * shape[3] * shape[4]
     block_r, block_c = _blocks(strides, channels)
-    rows = x.shape[0] // splits * positions
+    rows = shape[0] // splits * positions
     c_blocks = _cdiv(channels, block_c)
-    chunks = _chunks(rows, block_r, splits * c_blocks, x.device)
+    chunks = _chunks(rows, block_r, splits * c_blocks, device)
     per_chunk = _cdiv(_cdiv(rows, chunks), block_r) * block_r
     return _Geometry(
         channels,
@@ -113,7 +124,7 @@ def _geometry(x: torch.Tensor, splits: int) -> _Geometry:
         block_r,
         block_c,
         rows,
-        x.shape[0] * positions,
+        shape[0] * positions,
         c_blocks,
         _cdiv(rows, per_chunk),
         per_chunk,
