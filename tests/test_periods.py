@@ -93,10 +93,64 @@ def test_plan_tool_prints_both_arms_work(capsys):
     assert tool.main(["--cfg", cfg, "--no-flops", "NUM_GPUS", "8"]) == 0
     text = capsys.readouterr().out
     assert "end-of-epoch work: TRAIN.CHECKPOINT_PERIOD 1" in text
-    rows = {line.split()[0]: line.split() for line in text.splitlines()[-4:]}
+    assert "training time: not estimated; give --step-times" in text
+    work = text[text.index("end-of-epoch work") :].splitlines()[3:5]
+    rows = {line.split()[0]: line.split() for line in work}
     assert rows["this"][2:7] == ["358", "261582", "70", "7", "70"]
     assert rows["baseline"][1:6] == ["239", "896250", "239", "24", "239"]
     assert tool.main(["--cfg", cfg, "--json", "NUM_GPUS", "8"]) == 0
     work = json.loads(capsys.readouterr().out)["periodic_work"]
     assert work["run"]["checkpoints"] == 70 and work["unit_iters"] == 3750
     assert 0 < work["run"]["share"]["precise_bn"] < 0.05
+
+
+def _check_json(path, cells):
+    data = {"stages": {"model_step": {"configs": {"SLOWFAST_8x8_R50_multigrid": {}}}}}
+    data["stages"]["model_step"]["configs"]["SLOWFAST_8x8_R50_multigrid"]["cells"] = [
+        dict(bn=bn, mode=mode, clips=c, frames=t, crop=s, status=status, ms=ms)
+        for bn, mode, (c, t, s), status, ms in cells
+    ]
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_plan_tool_times_each_arm_from_the_checks_step_times(tmp_path, capsys):
+    tool = load_tool("plan_multigrid.py")
+    cfg = os.path.join(KINETICS, "SLOWFAST_8x8_R50_multigrid.yaml")
+    check = _check_json(
+        tmp_path / "gpu_check.json",
+        [
+            ("plain", "eager", (8, 32, 224), "ok", 400.0),
+            ("sub", "eager", (8, 32, 224), "ok", 410.0),
+            ("sub", "eager", (128, 8, 112), "ok", 500.0),
+            ("sub", "eager", (64, 8, 158), "oom", None),
+            ("sub", "graphs", (64, 16, 112), "ok", 1.0),  # another step mode
+        ],
+    )
+    args = ["--cfg", cfg, "--no-flops", "--step-times", check, "NUM_GPUS", "8"]
+    assert tool.main(args) == 0
+    text = capsys.readouterr().out
+    assert "training time: not estimated" not in text
+    assert "(2 of 10 shapes measured)" in text and "(1 of 1 shapes measured)" in text
+    rows = [line.split() for line in text.splitlines() if line.startswith("run ")]
+    by_shape = {(r[1], r[2]): r[4:] for r in rows}
+    assert by_shape[("128x8x112", "8")] == ["500.0"]
+    assert by_shape[("8x32x224", "1")] == ["400.0"]  # one BN group: plain BN
+    assert by_shape[("64x8x158", "8")] == ["408.0", "est."]  # 410 x its compute
+    assert by_shape[("64x16x112", "4")] == ["410.0", "est."]
+    baseline = [line.split() for line in text.splitlines() if line.startswith("base")]
+    assert baseline[-1][1:] == ["8x32x224", "1", "896250", "400.0"]
+    assert tool.main(args + ["--json"]) == 0
+    timing = json.loads(capsys.readouterr().out)["training_time"]
+    assert timing["baseline"]["seconds"] == 896250 * 0.4
+    assert sum(s["iterations"] for s in timing["run"]["shapes"]) == 261582
+
+
+def test_plan_tool_names_a_missing_config_entry(tmp_path, capsys):
+    tool = load_tool("plan_multigrid.py")
+    check = _check_json(tmp_path / "c.json", [])
+    cfg = os.path.join(KINETICS, "I3D_8x8_R50_multigrid.yaml")
+    assert tool.main(["--cfg", cfg, "--no-flops", "--step-times", check]) == 2
+    err = capsys.readouterr().err
+    assert "no model_step results for 'I3D_8x8_R50_multigrid'" in err
+    assert "--step-config" in err and "\n" not in err.strip()

@@ -15,14 +15,19 @@ the configured baseline. Then the end-of-epoch work of the run and of its
 baseline: checkpoints, validations and precise-BN passes (TRAIN.CHECKPOINT_PERIOD
 and EVAL_PERIOD count baseline epochs of training, ``multigrid/periods.py``)
 and the estimated share of precise BN and validation in each run's compute
-(``--val-size`` val videos). ``--json`` prints one JSON object instead (no
-GFLOPs).
+(``--val-size`` val videos). Then each arm's training time on one process,
+from per-shape step times: measured ones from the GPU check's JSON
+(``--step-times gpu_check.json``, ``tools/gpu_check.py``), where a shape was
+not measured the base shape's time scaled by the shape's compute, marked
+"est." (``--base-step-ms`` gives that base time without a check). ``--json``
+prints one JSON object instead (no GFLOPs).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Optional
 
@@ -79,6 +84,22 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="check against a larger smallest crop than the model's total stride",
+    )
+    parser.add_argument(
+        "--step-times",
+        default="",
+        help="the GPU check's JSON (tools/gpu_check.py): measured step times",
+    )
+    parser.add_argument(
+        "--step-config",
+        default="",
+        help="its config entry (default: the last --cfg's file name)",
+    )
+    parser.add_argument(
+        "--base-step-ms",
+        type=float,
+        default=None,
+        help="one process's step at the base shape, ms (estimates without a check)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", default="", help="write a plot (PNG) here")
@@ -149,6 +170,100 @@ def format_work(work: dict, cfg) -> str:
     )
 
 
+TIME_HINT = (
+    "training time: not estimated; give --step-times (the JSON of "
+    "tools/gpu_check.py) or --base-step-ms"
+)
+
+
+def step_time_fn(cfg, args):
+    """``shape -> (ms, measured)`` from the check's JSON and/or
+    ``--base-step-ms``; None when neither is given.
+
+    The configuration's step (sub-batch BN, CUDA graphs when TRAIN.CUDA_GRAPHS)
+    for its shapes, plain BN at the baseline's base shape (one BN group);
+    a shape without a measurement: the base shape's time of the same kind
+    times the shape's compute over the base shape's.
+    """
+    measured = {}
+    if args.step_times:
+        name = args.step_config
+        if not name and args.cfg_files:
+            name = os.path.splitext(os.path.basename(args.cfg_files[-1]))[0]
+        measured = measured_steps(args.step_times, name)
+    elif args.base_step_ms is None:
+        return None
+    mode = "graphs" if cfg.TRAIN.CUDA_GRAPHS else "eager"
+    per_proc = global_batch_size(cfg) // (args.num_procs or num_processes(cfg))
+    base = (per_proc, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE)
+
+    def step_ms(shape):
+        clips, frames, crop, splits = shape
+        kind = "plain" if shape[:3] == base and splits == 1 else "sub"
+        if (kind, mode, shape[:3]) in measured:
+            return measured[(kind, mode, shape[:3])], True
+        anchor = measured.get((kind, mode, base), args.base_step_ms)
+        if anchor is None:
+            raise ValueError(
+                f"{args.step_times} has no {kind} BN {mode} step at the base "
+                f"shape {base}; give --base-step-ms"
+            )
+        cost = clips * frames * crop**2 / (base[0] * base[1] * base[2] ** 2)
+        return anchor * cost, False
+
+    return step_ms
+
+
+def measured_steps(path: str, name: str) -> dict:
+    """``(bn kind, mode, (clips, frames, crop)) -> ms`` of a config's cells in
+    the GPU check's JSON (``stages.model_step.configs``)."""
+    with open(path) as f:
+        check = json.load(f)
+    configs = check.get("stages", {}).get("model_step", {}).get("configs", {})
+    if name not in configs:
+        raise ValueError(
+            f"{path} has no model_step results for {name!r} (it has "
+            f"{sorted(configs) or 'none'}); pick one with --step-config"
+        )
+    return {
+        (c["bn"], c["mode"], (c["clips"], c["frames"], c["crop"])): c["ms"]
+        for c in configs[name].get("cells", [])
+        if c.get("status") == "ok" and c.get("ms")
+    }
+
+
+def format_time(timing: dict, work: dict) -> str:
+    """Each arm's training time, with precise BN and validation by their
+    estimated shares (``periodic_work``), and the step times used."""
+    lines = ["training time on one process (steps; + precise BN and validation):"]
+    hours = {}
+    for arm in ("run", "baseline"):
+        t, share = timing[arm], work[arm]["share"]
+        total = t["seconds"] / (1 - share["precise_bn"] - share["validation"])
+        hours[arm] = total / 3600
+        measured = sum(s["measured"] for s in t["shapes"])
+        label = "this config" if arm == "run" else "baseline"
+        lines.append(
+            f"  {label}: {t['seconds'] / 3600:.1f} h of steps, {hours[arm]:.1f} h "
+            f"in all ({measured} of {len(t['shapes'])} shapes measured)"
+        )
+    ratio = hours["baseline"] / hours["run"] if hours["run"] else float("nan")
+    lines.append(f"  {ratio:.2f}x less than the baseline")
+    rows = [
+        [
+            arm,
+            "x".join(map(str, s["shape"][:3])),
+            s["shape"][3],
+            s["iterations"],
+            f"{s['ms']:.1f}" + ("" if s["measured"] else " est."),
+        ]
+        for arm in ("run", "baseline")
+        for s in timing[arm]["shapes"]
+    ]
+    head = ["arm", "clips x frames x crop", "BN splits", "iters", "ms/step"]
+    return "\n".join(lines) + "\n" + table.format_table(head, rows)
+
+
 def main(argv: Optional[list] = None) -> int:
     """Runs the tool.
 
@@ -174,9 +289,18 @@ def main(argv: Optional[list] = None) -> int:
 
         plot_schedule(schedule, args.plot, args.dataset_size)
     work = periodic_work(cfg, schedule, args.dataset_size, args.val_size)
+    try:
+        times = step_time_fn(cfg, args)
+    except (OSError, ValueError, KeyError) as err:
+        print(f"plan_multigrid: error: {err}", file=sys.stderr)
+        return 2
+    timing = None
+    if times is not None:
+        timing = report.training_time(schedule, args.dataset_size, times)
     if args.json:
         out = report.to_dict(schedule, args.dataset_size)
         out["periodic_work"] = work
+        out["training_time"] = timing
         print(json.dumps(out))
         return 0
     gflops_fn = clip_gflops_fn(cfg) if args.flops else None
@@ -198,6 +322,8 @@ def main(argv: Optional[list] = None) -> int:
     print(format_table(schedule, args.dataset_size, gflops_fn))
     print()
     print(format_work(work, cfg))
+    print()
+    print(format_time(timing, work) if timing else TIME_HINT)
     if args.plot:
         print(f"plot written to {args.plot}")
     return 0

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
 from slowfast.utils import table
 
@@ -306,3 +306,68 @@ def _ratio_text(ratio: Optional[float]) -> str:
 
 def _fmt_list(values: Sequence) -> str:
     return "[" + ", ".join(f"{v:g}" for v in values) + "]"
+
+
+# (clips per process, frames, crop, BN splits) of an iteration.
+StepShape = Tuple[int, int, int, int]
+# ``step_ms(shape) -> (milliseconds, measured)`` for one process's step.
+StepMsFn = Callable[[StepShape], Tuple[float, bool]]
+
+
+def shape_iterations(schedule: MultigridSchedule, dataset_size: int) -> dict:
+    """Iterations of one process at each step shape over the whole schedule.
+
+    Returns:
+        dict: ``StepShape -> iterations``, in the order the shapes first come.
+    """
+    counts: dict = {}
+    for epoch in range(schedule.max_epoch):
+        for position, n in enumerate(schedule.cycle_iters(epoch, dataset_size)):
+            shape = schedule.iter_shape(epoch, position)
+            key = (shape.per_proc_batch, shape.num_frames, shape.crop_size)
+            key += (shape.bn_splits,)
+            counts[key] = counts.get(key, 0) + n
+    return counts
+
+
+def training_time(
+    schedule: MultigridSchedule, dataset_size: int, step_ms: StepMsFn
+) -> dict:
+    """The schedule's and its baseline's training steps' time on one process.
+
+    Args:
+        schedule: the schedule.
+        dataset_size: training clips.
+        step_ms: one process's step time at a shape, and whether it was
+            measured (else estimated).
+
+    Returns:
+        dict: ``run`` and ``baseline``, each ``{"seconds", "iterations",
+        "shapes": [{"shape", "iterations", "ms", "measured"}]}``; the baseline
+        trains every iteration at the base shape with one BN group.
+    """
+    base = (
+        schedule.base_batch // schedule.num_procs,
+        schedule.num_frames,
+        schedule.crop_size,
+        1,
+    )
+    arms = {
+        "run": shape_iterations(schedule, dataset_size),
+        "baseline": {base: schedule.baseline_iters(dataset_size)},
+    }
+    out = {}
+    for arm, counts in arms.items():
+        shapes = []
+        for shape, iters in counts.items():
+            ms, measured = step_ms(shape)
+            shapes.append(
+                {"shape": shape, "iterations": iters, "ms": ms, "measured": measured}
+            )
+        seconds = sum(s["iterations"] * s["ms"] for s in shapes) / 1000
+        out[arm] = {
+            "seconds": seconds,
+            "iterations": sum(counts.values()),
+            "shapes": shapes,
+        }
+    return out
