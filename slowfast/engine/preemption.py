@@ -8,12 +8,12 @@ the step statistics back (every LOG_PERIOD iterations and at the epoch's end,
 (one small all-reduce), so they all stop after the same iteration, at most
 LOG_PERIOD - 1 iterations after the signal. Then a mid-epoch checkpoint is
 written (model, optimizer, scaler, every process's RNG states, the hooks'
-states and the position in the epoch; ``checkpoint/files.py`` names it) and the run raises
-``Preempted``; its processes exit with ``EXIT_PREEMPTED`` (a launcher may
-report another status: torchrun 1, srun with --kill-on-bad-exit a signal) and
-the same command resumes after that iteration. TRAIN.CHECKPOINT_MINUTES > 0
-also writes such a checkpoint every that many minutes, which bounds what a
-hard kill can lose.
+states and the position in the epoch; ``checkpoint/files.py`` names it) and
+the run raises ``Preempted``; its processes exit with ``EXIT_PREEMPTED`` (a
+launcher may report another status: torchrun 1, srun with --kill-on-bad-exit
+a signal) and the same command resumes after that iteration.
+TRAIN.CHECKPOINT_MINUTES > 0 also writes such a checkpoint every that many
+minutes, which bounds what a hard kill can lose.
 With $SLOWFAST_REQUEUE_MARKER set (``tools/slurm/train.sbatch`` sets it), a
 preempted run also writes that file, so that a job script can requeue the job
 whatever exit status its launcher reports (srun, torchrun).
