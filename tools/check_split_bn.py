@@ -21,7 +21,7 @@ Example (on a GPU):
 import argparse
 import statistics
 import sys
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import torch
 from torch import nn
@@ -55,22 +55,34 @@ def _pair(channels: int, splits: int, device: torch.device):
     return ref, new
 
 
-def check(device: torch.device) -> bool:
-    """Compares the fused kernels with the reference computation."""
-    ok = True
+def check_cases(device: torch.device) -> Iterator[dict]:
+    """Compares the fused kernels with the reference computation, case by case.
+
+    Args:
+        device: a CUDA device.
+
+    Yields:
+        dict: one case: ``dtype``, ``format``, ``shape``, ``splits``,
+        ``errors`` (name -> largest difference: outputs ``y``, gradients
+        ``dx``, ``dw`` and ``db`` (relative), running ``mean`` and ``var``),
+        ``tolerance``, ``layout_kept`` and ``ok``; or, when the fused path
+        does not take the batch, ``ok`` False and ``error``, and no more.
+    """
     gen = torch.Generator(device="cpu").manual_seed(0)
     for dname, dtype in DTYPES.items():
         for fname, fmt in FORMATS.items():
             for batch, splits, channels, size in SIZES:
                 shape = (batch, channels, 3, size, size)
+                case = {"dtype": dname, "format": fname, "shape": list(shape)}
+                case["splits"] = splits
                 x = torch.randn(shape, generator=gen) * 2 + 0.5
                 x = x.to(device, dtype).contiguous(memory_format=fmt)
                 ref, new = _pair(channels, splits, device)
                 xr = x.detach().float().requires_grad_()
                 xn = x.detach().clone().requires_grad_()
                 if not fused_split_ok(xn):
-                    print(f"{dname} {fname}: fused path not available")
-                    return False
+                    yield {**case, "ok": False, "error": "fused path not available"}
+                    return
                 y_ref = ref._forward_split_generic(xr)
                 y_new = new(xn)
                 grad = torch.randn(shape, generator=gen).to(device)
@@ -89,14 +101,29 @@ def check(device: torch.device) -> bool:
                 same_format = y_new.is_contiguous(memory_format=fmt) and (
                     xn.grad.is_contiguous(memory_format=fmt)
                 )
-                worst = max(float(v) for v in errors.values())
-                good = worst <= TOLERANCE[dname] * 4 and same_format
-                ok &= good
-                text = " ".join(f"{k} {float(v):.2e}" for k, v in errors.items())
-                print(
-                    f"{'ok  ' if good else 'FAIL'} {dname} {fname} {tuple(shape)} "
-                    f"k={splits}: {text}, layout kept: {same_format}"
-                )
+                errors = {k: float(v) for k, v in errors.items()}
+                worst = max(errors.values())
+                tolerance = TOLERANCE[dname] * 4
+                good = worst <= tolerance and same_format
+                case.update(errors=errors, tolerance=tolerance, ok=good)
+                yield {**case, "layout_kept": same_format}
+
+
+def check(device: torch.device) -> bool:
+    """Compares the fused kernels with the reference computation; prints a
+    line per case (:func:`check_cases`) and returns whether all passed."""
+    ok = True
+    for case in check_cases(device):
+        ok &= case["ok"]
+        name = f"{case['dtype']} {case['format']}"
+        if "error" in case:
+            print(f"{name}: {case['error']}")
+            continue
+        text = " ".join(f"{k} {v:.2e}" for k, v in case["errors"].items())
+        print(
+            f"{'ok  ' if case['ok'] else 'FAIL'} {name} {tuple(case['shape'])} "
+            f"k={case['splits']}: {text}, layout kept: {case['layout_kept']}"
+        )
     return ok
 
 

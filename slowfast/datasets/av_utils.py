@@ -1,13 +1,18 @@
-"""Low-level PyAV helpers shared by the decoders: errors, opening, timing."""
+"""Low-level PyAV helpers shared by the decoders: errors, opening, timing.
+
+PyAV is imported where a video is opened, so that runs reading JPEG frame
+folders (``frames.py``) need no PyAV.
+"""
 
 import os
 import re
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
-import av
 import numpy as np
-from av.video.reformatter import VideoReformatter
+
+if TYPE_CHECKING:
+    from av.video.reformatter import VideoReformatter
 
 
 class DecodeError(RuntimeError):
@@ -101,6 +106,8 @@ def _open_from_header(path: str):
 
 
 def _open(path: str, **options):
+    import av
+
     try:
         return av.open(path, metadata_errors="ignore", **options)
     except (av.error.FFmpegError, OSError, ValueError) as err:
@@ -124,6 +131,8 @@ def stream_info(stream, container) -> StreamInfo:
     if stream.duration and time_base:
         duration = stream.duration * time_base
     elif container.duration:
+        import av
+
         duration = container.duration / av.time_base
     num_frames = int(stream.frames or 0)
     if fps <= 0 and num_frames and duration:
@@ -158,7 +167,7 @@ def frame_time(frame, info: StreamInfo, fallback: float) -> float:
     return frame.pts * info.time_base - info.start
 
 
-def to_array(frame, reformatter: VideoReformatter) -> np.ndarray:
+def to_array(frame, reformatter: "VideoReformatter") -> np.ndarray:
     """RGB uint8 ``[H, W, 3]`` of a frame (one reformatter reused per clip).
 
     The conversion runs on one thread: loader workers are the parallelism.

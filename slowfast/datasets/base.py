@@ -33,7 +33,6 @@ import random
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
-from av.video.reformatter import VideoReformatter
 from fvcore.common.config import CfgNode
 from torch.utils.data import Dataset
 
@@ -124,7 +123,7 @@ class VideoDataset(Dataset):
             int(loader.FRAME_CACHE_MB * 2**20) if loader.FRAME_CACHE else 0
         )
         self._cache: Optional[FrameCache] = None
-        self._reformatter: Optional[VideoReformatter] = None
+        self._reformatter = None  # PyAV's VideoReformatter, made when needed
         self._reported: set = set()
         self._last_view: Optional[tuple] = None  # (key, frames, classes)
         self.reader = RenditionReader.from_config(cfg, split, self.base_grid)
@@ -250,9 +249,12 @@ class VideoDataset(Dataset):
             self._cache = FrameCache(self._cache_bytes)
         return self._cache
 
-    def reformatter(self) -> VideoReformatter:
-        """This process's RGB converter (reused: creating one per clip is costly)."""
+    def reformatter(self):
+        """This process's RGB converter, PyAV's ``VideoReformatter`` (reused:
+        creating one per clip is costly; PyAV imported here, for videos only)."""
         if self._reformatter is None:
+            from av.video.reformatter import VideoReformatter
+
             self._reformatter = VideoReformatter()
         return self._reformatter
 

@@ -12,12 +12,10 @@ Every failure (missing, empty, truncated or undecodable input) raises
 logic catches.
 """
 
-from typing import Callable, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple
 
-import av
 import numpy as np
 import torch
-from av.video.reformatter import VideoReformatter
 
 from slowfast.datasets.av_utils import (
     DecodeError,
@@ -30,6 +28,9 @@ from slowfast.datasets.av_utils import (
 )
 from slowfast.datasets.frame_cache import FrameCache
 from slowfast.datasets.span_decoder import decode_span
+
+if TYPE_CHECKING:  # PyAV is imported where a video is decoded (av_utils.py)
+    from av.video.reformatter import VideoReformatter
 
 # Frame positions (float, in source frames) wanted from a video of
 # ``num_frames`` frames at ``fps``: ``sample_fn(num_frames, fps)``.
@@ -59,7 +60,7 @@ def decode_pyav(
     sample_fn: SampleFn,
     threads: Optional[int] = None,
     cache: Optional[FrameCache] = None,
-    reformatter: Optional[VideoReformatter] = None,
+    reformatter: Optional["VideoReformatter"] = None,
 ) -> torch.Tensor:
     """Decodes the frames of one clip from a video file (``decode_clip``
     without the stream information)."""
@@ -71,7 +72,7 @@ def decode_clip(
     sample_fn: SampleFn,
     threads: Optional[int] = None,
     cache: Optional[FrameCache] = None,
-    reformatter: Optional[VideoReformatter] = None,
+    reformatter: Optional["VideoReformatter"] = None,
 ) -> Tuple[torch.Tensor, StreamInfo]:
     """Decodes the frames of one clip from a video file.
 
@@ -96,6 +97,8 @@ def decode_clip(
         positions = np.asarray(sample_fn(frames.shape[0], fps), dtype=np.float64)
         idx = select_by_time(times, positions / fps, fps)
         return frames[torch.from_numpy(idx)], info
+    import av
+
     container = open_video(path)
     try:
         stream = container.streams.video[0]
@@ -124,6 +127,8 @@ def decode_clip(
 def _decode_all(
     path, container, stream, info: StreamInfo, reformatter=None
 ) -> Tuple[list, list]:
+    from av.video.reformatter import VideoReformatter
+
     frames, times = [], []
     reformatter = reformatter or VideoReformatter()
     prev_time = -1.0 / info.fps
@@ -142,7 +147,7 @@ def _decode_all(
 def decode_video(
     path: str,
     threads: Optional[int] = None,
-    reformatter: Optional[VideoReformatter] = None,
+    reformatter: Optional["VideoReformatter"] = None,
 ):
     """Decodes a whole video.
 
@@ -157,6 +162,8 @@ def decode_video(
     Raises:
         DecodeError: the file is missing, empty or undecodable.
     """
+    import av
+
     container = open_video(path)
     try:
         stream = container.streams.video[0]
@@ -182,6 +189,8 @@ def scan_video(path: str) -> Tuple[np.ndarray, StreamInfo]:
     Raises:
         DecodeError: the file is missing, empty or undecodable.
     """
+    import av
+
     container = open_video(path)
     times = []
     try:

@@ -20,13 +20,15 @@ presentation time <= t); times past the last frame repeat it.
 
 import bisect
 import math
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import numpy as np
 import torch
-from av.video.reformatter import VideoReformatter
 
 from slowfast.datasets.av_utils import DecodeError, StreamInfo, frame_time, to_array
+
+if TYPE_CHECKING:  # PyAV is imported where a video is decoded
+    from av.video.reformatter import VideoReformatter
 
 # The seek aims this much (in frames) before a wanted frame, on top of the
 # stream's reordering delay.
@@ -184,7 +186,7 @@ def decode_span(
     info: StreamInfo,
     targets: np.ndarray,
     selective: bool = True,
-    reformatter: Optional[VideoReformatter] = None,
+    reformatter: Optional["VideoReformatter"] = None,
 ) -> torch.Tensor:
     """Decodes the frames shown at ``targets`` (seconds from the stream start).
 
@@ -210,7 +212,10 @@ def decode_span(
     fps, eps = info.fps, 0.01 / info.fps
     keyframes, duration = read_index(stream, info)
     margin = seek_margin(keyframes, fps)
-    reformatter = reformatter or VideoReformatter()
+    if reformatter is None:
+        from av.video.reformatter import VideoReformatter
+
+        reformatter = VideoReformatter()
     out: List[Optional[np.ndarray]] = [None] * len(wanted)
     k, run, at_start = 0, None, True
     for lo, hi in plan_clusters(wanted, keyframes, fps):

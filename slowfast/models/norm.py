@@ -107,10 +107,19 @@ class SubBatchNorm3d(nn.BatchNorm3d):
         Returns:
             torch.Tensor: the normalised batch, same shape (and memory format).
         """
-        if not self.training or (self.num_splits == 1 and self.process_group is None):
+        if self.forward_path(x) == "batch_norm":
             return super().forward(x)
         self._check_input_dim(x)
         return self._forward_split(x)
+
+    def forward_path(self, x: torch.Tensor) -> str:
+        """The path :meth:`forward` takes for ``x``: "batch_norm" (one group,
+        ``BatchNorm3d``'s), "triton", "native" or "generic" (see the module doc)."""
+        if not self.training or (self.num_splits == 1 and self.process_group is None):
+            return "batch_norm"
+        if self._fused_split_ok(x):
+            return "triton"
+        return "native" if self._native_split_ok(x) else "generic"
 
     def _forward_split(self, x: torch.Tensor) -> torch.Tensor:
         batch = x.shape[0]
@@ -119,9 +128,10 @@ class SubBatchNorm3d(nn.BatchNorm3d):
                 f"SubBatchNorm3d: batch of {batch} clips is not divisible by "
                 f"num_splits={self.num_splits}"
             )
-        if self._fused_split_ok(x):
+        path = self.forward_path(x)
+        if path == "triton":
             return self._forward_split_fused(x)
-        if self._native_split_ok(x):
+        if path == "native":
             return self._forward_split_native(x)
         return self._forward_split_generic(x)
 

@@ -13,15 +13,18 @@ so that ``tools/prepare_dataset.py kinetics`` prepares them as it prepares
 Kinetics, and the same clips as a Kinetics dataset of JPEG frame folders
 (``frames/``: list files, one folder of 30 fps frames per clip, renditions, for
 ``DATA.DECODING_BACKEND frames``). The pixels depend only on the seed.
+``make_frame_footage`` writes only such a frame-folder dataset, rendered
+straight to JPEGs (no video files, no PyAV).
 """
 
 import csv
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from fractions import Fraction
-from typing import List
+from functools import partial
+from typing import List, Sequence
 
-import av
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -167,6 +170,8 @@ def render(seed: int, spec: FootageSpec = FootageSpec()) -> np.ndarray:
 
 def write_download(path: str, frames: np.ndarray, fps: int) -> None:
     """Encodes frames as a download would be (``DOWNLOAD_OPTIONS``)."""
+    import av
+
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with av.open(path, mode="w", format="mp4") as container:
         stream = container.add_stream("libx264", rate=fps, options=DOWNLOAD_OPTIONS)
@@ -185,6 +190,8 @@ def write_frame_folder(out: str, video: str, name: str, scales) -> str:
     Returns:
         str: the folder, relative to ``out``.
     """
+    import av
+
     from slowfast.datasets.demo.writers import write_jpeg_frames
 
     folder = f"videos/{name}"
@@ -261,3 +268,75 @@ def make_footage(
     if frames:
         write_renditions(frame_root, DEFAULT_SCALES)
     return written
+
+
+def _frame_clip(out: str, spec: FootageSpec, scales, seed: int, index: int) -> str:
+    """Renders clip ``index`` into ``out/videos/footageNNNNN`` (and renditions)."""
+    from slowfast.datasets.demo.writers import write_jpeg_frames
+
+    folder = f"videos/footage{index:05d}"
+    frames = render(seed * 100003 + index, spec)
+    write_jpeg_frames(out, folder, "{:06d}.jpg", frames, scales=scales)
+    return folder
+
+
+def make_frame_footage(
+    out: str,
+    num_clips: int,
+    repeats: int = 1,
+    seed: int = 0,
+    classes: int = 4,
+    spec: FootageSpec = FootageSpec(),
+    scales: Sequence[float] = (),
+    workers: int = 1,
+) -> int:
+    """Writes a Kinetics training split of footage clips as JPEG frame folders.
+
+    Clip ``k`` has the pixels of ``make_footage``'s clip ``k`` before encoding.
+    ``out/train.csv`` lists every clip ``repeats`` times (a larger training
+    set from the same rendering), ``val.csv`` and ``test.csv`` once, for
+    ``DATA.DECODING_BACKEND frames`` with ``DATA.PATH_TO_DATA_DIR`` and
+    ``DATA.PATH_PREFIX`` set to ``out``. A folder this function already wrote
+    with the same arguments is kept as it is.
+
+    Args:
+        out: the dataset folder.
+        num_clips: clips rendered.
+        repeats: times each clip is listed.
+        seed: base seed.
+        classes: labels cycle over this many classes.
+        spec: the clips' size, length and noise.
+        scales: renditions written beside each folder (``renditions.py``).
+        workers: processes rendering clips (the files do not depend on it).
+
+    Returns:
+        int: the clips listed in ``train.csv``.
+    """
+    from slowfast.datasets.demo.generate import _map_videos
+    from slowfast.datasets.demo.writers import write_kinetics_list
+    from slowfast.datasets.renditions import write_renditions
+
+    manifest = os.path.join(out, "footage.json")
+    params = {"num_clips": num_clips, "repeats": repeats, "seed": seed}
+    params.update(classes=classes, spec=asdict(spec), scales=list(scales))
+    if os.path.isfile(manifest):
+        with open(manifest) as handle:
+            if json.load(handle) == params:
+                return num_clips * repeats
+        os.remove(manifest)
+    os.makedirs(out, exist_ok=True)
+    render_clip = partial(_frame_clip, out, spec, tuple(scales), seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small tensor ops, one process per clip
+    try:
+        folders = _map_videos(render_clip, num_clips, workers)
+    finally:
+        torch.set_num_threads(threads)
+    clips = [(folder, k % classes) for k, folder in enumerate(folders)]
+    write_kinetics_list(os.path.join(out, "train.csv"), clips * repeats)
+    for split in ("val", "test"):
+        write_kinetics_list(os.path.join(out, f"{split}.csv"), clips)
+    write_renditions(out, scales)
+    with open(manifest, "w") as handle:
+        json.dump(params, handle)
+    return len(clips) * repeats

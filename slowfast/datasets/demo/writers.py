@@ -1,5 +1,7 @@
 """Writers of the on-disk layouts: mp4 (PyAV), JPEG frames (PIL), csv and json.
 
+PyAV is imported by the mp4 writers only: frame folders need none.
+
 The list files follow the formats the dataset classes read (PySlowFast's):
 ``path label`` lines for Kinetics, and frame lists with the header
 ``original_vido_id video_id frame_id path labels`` for SSv2 and Charades.
@@ -10,7 +12,6 @@ import os
 from fractions import Fraction
 from typing import Iterable, List, Sequence, Tuple
 
-import av
 import numpy as np
 from PIL import Image
 
@@ -19,6 +20,8 @@ FRAME_LIST_HEADER = "original_vido_id video_id frame_id path labels"
 
 def pick_codec() -> str:
     """Returns "libx264" when this PyAV build can encode H.264, else "mpeg4"."""
+    import av
+
     try:
         av.codec.Codec("libx264", "w")
     except av.codec.codec.UnknownCodecError:
@@ -40,6 +43,8 @@ def write_mp4(
         codec: "libx264" or "mpeg4" (see ``pick_codec``).
         gop: frames between keyframes (short, so seeking is cheap).
     """
+    import av
+
     num, height, width, _ = frames.shape
     if height % 2 or width % 2:
         raise ValueError(

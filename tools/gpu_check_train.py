@@ -1,0 +1,268 @@
+"""The ``train`` stage of ``tools/gpu_check.py``: short multigrid trainings.
+
+I3D R50 multigrid (the tiny I3D demo under ``--smoke``) trains from generated
+JPEG frame folders (``datasets/demo/footage.make_frame_footage``) through
+``tools/run_net.py``, four times: CUDA graphs off and on, in one process and
+under ``torchrun`` with one process. Each run's ``json_stats.log``
+(``train_iter`` lines, one per iteration: ``LOG_PERIOD 1``) gives the
+milliseconds per iteration and the data wait per batch shape. A run whose
+CUDA graphs the trainer refuses is ``skipped`` with its one-line reason.
+Standard library only at the top, as ``gpu_check_stages.py``.
+"""
+
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from typing import Dict, List
+
+from gpu_check_stages import REPO_ROOT, Stage, number
+
+TRAIN_CFG = "configs/Kinetics/I3D_8x8_R50_multigrid.yaml"
+SMOKE_TRAIN_CFG = "configs/Demo/Kinetics_I3D_tiny_multigrid.yaml"
+# Short runs: no validation or test, the last checkpoint only, a line per
+# iteration, no FLOP count at start, and a stop signal ends a run at once.
+COMMON_OPTS = ["DATA.DECODING_BACKEND", "frames", "TRAIN.EVAL_PERIOD", "0"]
+COMMON_OPTS += ["TRAIN.CHECKPOINT_PERIOD", "100", "TEST.ENABLE", "False"]
+COMMON_OPTS += ["LOG_PERIOD", "1", "LOG_MODEL_INFO", "False", "TRAIN.AUTO_RESUME"]
+COMMON_OPTS += ["False", "TRAIN.STOP_SIGNALS", "[]", "SOLVER.LRS", "[1, 0.1]"]
+# 8 clips at the base shape, the LR scaled to them (0.1 for 64); 384 clips
+# over 8 baseline epochs: about 20 iterations per long-cycle shape.
+FULL_OPTS = ["NUM_GPUS", "1", "TRAIN.BATCH_SIZE", "8", "SOLVER.BASE_LR", "0.0125"]
+FULL_OPTS += ["SOLVER.MAX_EPOCH", "8", "SOLVER.STEPS", "[0, 6]"]
+FULL_OPTS += ["SOLVER.WARMUP_EPOCHS", "1.0", "BN.NUM_BATCHES_PRECISE", "4"]
+SMOKE_OPTS = ["NUM_GPUS", "0", "NUM_CPU_PROCS", "1", "TRAIN.BATCH_SIZE", "1"]
+SMOKE_OPTS += ["SOLVER.MAX_EPOCH", "4", "SOLVER.STEPS", "[0, 3]"]
+SMOKE_OPTS += ["SOLVER.WARMUP_EPOCHS", "0.0", "BN.NUM_BATCHES_PRECISE", "1"]
+SMOKE_OPTS += ["DATA.TRAIN_CROP_SIZE", "32", "DATA.TRAIN_JITTER_SCALES", "[32, 32]"]
+SMOKE_OPTS += ["MULTIGRID.BN_BASE_SIZE", "2", "DATA_LOADER.NUM_WORKERS", "0"]
+SMOKE_OPTS += ["DATA_LOADER.FRAME_CACHE", "False"]
+# (clips rendered, times listed, seconds, width, height) of the data.
+FULL_DATA = (16, 24, 3.0, 340, 256)
+SMOKE_DATA = (2, 8, 1.0, 112, 96)
+# key, launcher, TRAIN.CUDA_GRAPHS; in order of value.
+RUNS = (
+    ("one_process_graphs_off", "plain", False),
+    ("one_process_graphs_on", "plain", True),
+    ("torchrun_graphs_off", "torchrun", False),
+    ("torchrun_graphs_on", "torchrun", True),
+)
+STOP_GRACE_S = 5  # between SIGTERM and SIGKILL when a run is stopped
+
+
+def make_data(stage: Stage) -> dict:
+    """Renders the footage frame folders (kept from an earlier check).
+
+    Args:
+        stage: the running stage (``--out`` and ``--smoke``).
+
+    Returns:
+        dict: the data's figures: folder (relative to ``--out``), clips
+        listed, distinct clips, frames, renditions, seconds taken.
+    """
+    from slowfast.datasets.demo.footage import FootageSpec, make_frame_footage
+    from slowfast.datasets.renditions import DEFAULT_SCALES
+
+    clips, repeats, seconds, width, height = SMOKE_DATA if stage.smoke else FULL_DATA
+    folder = os.path.join(stage.out, "data", "smoke" if stage.smoke else "footage")
+    start = time.monotonic()
+    listed = make_frame_footage(
+        folder,
+        clips,
+        repeats,
+        spec=FootageSpec(width=width, height=height, seconds=seconds),
+        scales=DEFAULT_SCALES,
+        workers=max(1, min(clips, os.cpu_count() or 1)),
+    )
+    return {
+        "folder": os.path.relpath(folder, stage.out),
+        "clips": listed,
+        "distinct_clips": clips,
+        "frames": f"{int(seconds * 30)} of {width} x {height} (JPEG, 30 fps)",
+        "renditions": list(DEFAULT_SCALES),
+        "seconds": number(time.monotonic() - start, 3),
+    }
+
+
+def ddp_at_world_size_one() -> bool:
+    """Whether the trainer wraps its model in DDP with one process."""
+    import torch
+
+    from slowfast.engine.builders import wrap_for_processes
+    from slowfast.utils.distributed import RunContext
+
+    wrapped = wrap_for_processes(torch.nn.Linear(1, 1), RunContext())
+    return isinstance(wrapped, torch.nn.parallel.DistributedDataParallel)
+
+
+def command(
+    stage: Stage, data: str, out_dir: str, launcher: str, graphs: bool
+) -> List[str]:
+    """The command line of one run.
+
+    Args:
+        stage: the running stage (``--smoke``: the tiny config on the CPU).
+        data: the frame-folder dataset.
+        out_dir: the run's OUTPUT_DIR.
+        launcher: "plain" (one process) or "torchrun" (one process).
+        graphs: TRAIN.CUDA_GRAPHS.
+
+    Returns:
+        list: the arguments, ``tools/run_net.py`` with its overrides.
+    """
+    cfg = SMOKE_TRAIN_CFG if stage.smoke else TRAIN_CFG
+    opts = COMMON_OPTS + (SMOKE_OPTS if stage.smoke else FULL_OPTS)
+    opts += ["DATA.PATH_TO_DATA_DIR", data, "DATA.PATH_PREFIX", data]
+    opts += ["OUTPUT_DIR", out_dir, "TRAIN.CUDA_GRAPHS", str(graphs)]
+    head = [sys.executable]
+    if launcher == "torchrun":
+        head += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1"]
+    script = os.path.join(REPO_ROOT, "tools", "run_net.py")
+    return head + [script, "--cfg", os.path.join(REPO_ROOT, cfg)] + opts
+
+
+def shape_times(path: str) -> dict:
+    """Times per batch shape from a run's ``json_stats.log``.
+
+    Args:
+        path: the file; its ``train_iter`` lines hold one iteration each
+            (``LOG_PERIOD 1``): ``shape``, ``time_data``, ``time_compute``.
+
+    Returns:
+        dict: ``iters``, ``ms_per_iter``, ``data_ms``, ``compute_ms`` (medians)
+        and ``data_wait`` (share of the time spent waiting for data) over all
+        iterations, and the same per shape under ``shapes`` (keyed ``clips x
+        frames x crop``, largest batch first).
+    """
+    per: Dict[str, List[tuple]] = {}
+    if os.path.isfile(path):
+        with open(path) as handle:
+            for line in handle:
+                stats = json.loads(line) if line.strip() else {}
+                if stats.get("_type") == "train_iter":
+                    times = (stats["time_data"], stats["time_compute"])
+                    per.setdefault(stats["shape"], []).append(times)
+
+    def figures(times: List[tuple]) -> dict:
+        data, compute = [t[0] for t in times], [t[1] for t in times]
+        total = [d + c for d, c in times]
+        return {
+            "iters": len(times),
+            "ms_per_iter": number(1000 * statistics.median(total)),
+            "data_ms": number(1000 * statistics.median(data)),
+            "compute_ms": number(1000 * statistics.median(compute)),
+            "data_wait": number(sum(data) / max(sum(total), 1e-9), 3),
+        }
+
+    order = sorted(per, key=lambda shape: -int(shape.split("x")[0]))
+    every = [t for times in per.values() for t in times]
+    overall = figures(every) if every else {"iters": 0}
+    return {**overall, "shapes": {shape: figures(per[shape]) for shape in order}}
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stops a run's process group: SIGTERM (torchrun stops its worker), then
+    SIGKILL for what is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _last_error(log: str) -> str:
+    """The run's ``error: ...`` line, else its last line."""
+    with open(log, errors="replace") as handle:
+        lines = [line.strip() for line in handle if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    return (errors or lines or ["(no output)"])[-1]
+
+
+def train_run(stage: Stage, data: str, key: str, launcher: str, graphs: bool) -> dict:
+    """Runs one training (stopped when the stage's time runs out).
+
+    Args:
+        stage: the running stage.
+        data: the frame-folder dataset.
+        key: the run's name (its folder under ``--out``/train).
+        launcher: "plain" or "torchrun".
+        graphs: TRAIN.CUDA_GRAPHS.
+
+    Returns:
+        dict: status (ok, failed, skipped: the trainer refused CUDA graphs,
+        timeout), reason, seconds, exit status, log and ``shape_times``.
+    """
+    run = {"status": "running", "launcher": launcher, "world_size": 1}
+    run["cuda_graphs"] = graphs
+    timeout = stage.left() - 2 * STOP_GRACE_S
+    if timeout < 10:
+        return {**run, "status": "timeout", "reason": "no time left of the cap"}
+    out_dir = os.path.join(stage.out, "train", key)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    log = out_dir + ".log"
+    start, status = time.monotonic(), None
+    with open(log, "w") as handle:
+        proc = subprocess.Popen(
+            command(stage, data, out_dir, launcher, graphs),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            start_new_session=True,  # its own group: stopped as a whole
+        )
+        try:
+            status = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            if status is None:
+                _stop(proc)
+    run.update(seconds=number(time.monotonic() - start, 3))
+    run.update(log=os.path.relpath(log, stage.out), exit_status=status)
+    run.update(shape_times(os.path.join(out_dir, "json_stats.log")))
+    if status == 0:
+        run["status"] = "ok"
+    elif status is None:
+        run.update(status="timeout", reason=f"ran past {timeout:.0f} s")
+    else:
+        reason = _last_error(log)
+        refused = graphs and "CUDA_GRAPHS" in reason  # the trainer refuses them
+        run.update(status="skipped" if refused else "failed", reason=reason)
+    return run
+
+
+def _summary(runs: Dict[str, dict]) -> str:
+    parts = []
+    for key, run in runs.items():
+        name = key.replace("_", " ")
+        if run["status"] == "ok":
+            wait = 100 * run["data_wait"]
+            parts.append(f"{name} {run['ms_per_iter']:.1f} ms/iter ({wait:.0f}% data)")
+        else:
+            parts.append(f"{name} {run['status']}")
+    return "; ".join(parts)
+
+
+def stage_train(stage: Stage) -> None:
+    """The ``train`` stage (see the module doc)."""
+    reason = stage.unavailable("training at real scale needs a GPU")
+    if reason:
+        return stage.skip(reason)
+    stage.update(data=make_data(stage), ddp_at_world_size_1=ddp_at_world_size_one())
+    data = os.path.join(stage.out, stage.figures["data"]["folder"])
+    runs: Dict[str, dict] = {}
+    for key, launcher, graphs in RUNS:
+        runs[key] = train_run(stage, data, key, launcher, graphs)
+        stage.update(runs=runs)
+    statuses = {run["status"] for run in runs.values()}
+    status = "failed" if "failed" in statuses else "ok"
+    status = "timeout" if "timeout" in statuses and status == "ok" else status
+    stage.finish(status, _summary(runs))
