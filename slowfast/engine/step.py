@@ -128,8 +128,11 @@ class TrainStep:
             top = torch.zeros(2, dtype=torch.float64, device=device)
         else:
             top = topk_error_tensor(preds.float(), labels, (1, 5))
-        failed = torch.as_tensor(num_failed).to(device, non_blocking=True)
-        values = torch.cat([loss.double().view(1), top, failed.sum().double().view(1)])
+        # The loader's count is on the host: a fill kernel takes it to the
+        # device (a copy from pageable memory may wait for the device).
+        count = float(torch.as_tensor(num_failed).sum())
+        failed = torch.full((1,), count, dtype=torch.float64, device=device)
+        values = torch.cat([loss.double().view(1), top, failed])
         if self.ctx.distributed:
             values = du.all_reduce(values, "sum")
             values[:3] /= self.ctx.world_size
