@@ -57,8 +57,8 @@ def test_kinetics_multigrid_does_at_most_its_baselines_work(name):
     cfg = load_run_config([path], ["NUM_GPUS", "8"])
     schedule = build_schedule(cfg, 8)
     args = (240000, 1, 10, True)
-    run = PeriodicWork.for_run(schedule, *args)
-    base = PeriodicWork.for_baseline(schedule, *args)
+    run = PeriodicWork.for_schedule(schedule, *args)
+    base = PeriodicWork.for_schedule(schedule, *args, baseline=True)
     assert base.counts()["epochs"] == schedule.baseline_max_epoch
     assert base.checkpoint == set(range(schedule.baseline_max_epoch))
     for key in ("checkpoints", "validations", "precise_bn"):
@@ -81,10 +81,12 @@ def test_trivial_schedule_keeps_every_period_epochs():
         [os.path.join(KINETICS, "SLOWFAST_8x8_R50.yaml")], ["NUM_GPUS", "8"]
     )
     schedule = build_schedule(cfg, 8)
-    work = PeriodicWork.for_run(schedule, 240000, 5, 10, False)
+    work = PeriodicWork.for_schedule(schedule, 240000, 5, 10, False)
     last = schedule.max_epoch - 1
     assert work.checkpoint == {e for e in range(last) if (e + 1) % 5 == 0} | {last}
-    assert work == PeriodicWork.for_baseline(schedule, 240000, 5, 10, False)
+    assert work == PeriodicWork.for_schedule(
+        schedule, 240000, 5, 10, False, baseline=True
+    )
 
 
 def test_plan_tool_prints_both_arms_work(capsys):

@@ -127,11 +127,13 @@ def periodic_work(cfg, schedule, dataset_size: int, val_size: int) -> dict:
     crop_ratio = (cfg.DATA.TEST_CROP_SIZE / cfg.DATA.TRAIN_CROP_SIZE) ** 2
     val_iters = val_size / global_batch_size(cfg) * crop_ratio
     out = {}
-    for arm, build, iters in (
-        ("run", PeriodicWork.for_run, schedule.total_iters(dataset_size)),
-        ("baseline", PeriodicWork.for_baseline, schedule.baseline_iters(dataset_size)),
+    for arm, iters in (
+        ("run", schedule.total_iters(dataset_size)),
+        ("baseline", schedule.baseline_iters(dataset_size)),
     ):
-        work = build(schedule, dataset_size, *args, precise)
+        work = PeriodicWork.for_schedule(
+            schedule, dataset_size, *args, precise, baseline=arm == "baseline"
+        )
         share = estimated_share(work, iters, cfg.BN.NUM_BATCHES_PRECISE, val_iters)
         out[arm] = dict(work.counts(), iterations=iters, share=share)
         out["unit_iters"] = work.unit_iters
@@ -176,7 +178,7 @@ TIME_HINT = (
 )
 
 
-def step_time_fn(cfg, args):
+def step_time_fn(cfg, schedule, args):
     """``shape -> (ms, measured)`` from the check's JSON and/or
     ``--base-step-ms``; None when neither is given.
 
@@ -194,8 +196,8 @@ def step_time_fn(cfg, args):
     elif args.base_step_ms is None:
         return None
     mode = "graphs" if cfg.TRAIN.CUDA_GRAPHS else "eager"
-    per_proc = global_batch_size(cfg) // (args.num_procs or num_processes(cfg))
-    base = (per_proc, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE)
+    s = schedule
+    base = (s.base_batch // s.num_procs, s.num_frames, s.crop_size)
 
     def step_ms(shape):
         clips, frames, crop, splits = shape
@@ -290,7 +292,7 @@ def main(argv: Optional[list] = None) -> int:
         plot_schedule(schedule, args.plot, args.dataset_size)
     work = periodic_work(cfg, schedule, args.dataset_size, args.val_size)
     try:
-        times = step_time_fn(cfg, args)
+        times = step_time_fn(cfg, schedule, args)
     except (OSError, ValueError, KeyError) as err:
         print(f"plan_multigrid: error: {err}", file=sys.stderr)
         return 2

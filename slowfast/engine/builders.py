@@ -162,14 +162,16 @@ def build_periodic_work(
         cfg.TRAIN.EVAL_PERIOD,
         cfg.BN.USE_PRECISE_STATS,
     )
-    work = PeriodicWork.for_run(schedule, dataset_size, *args)
+    work = PeriodicWork.for_schedule(schedule, dataset_size, *args)
     text = (
         f"end-of-epoch work (TRAIN.CHECKPOINT_PERIOD {args[0]}, TRAIN.EVAL_PERIOD "
         f"{args[1]}, in baseline epochs of {work.unit_iters} iterations): "
         f"{work.summary()}"
     )
     if uses_multigrid(cfg):
-        baseline = PeriodicWork.for_baseline(schedule, dataset_size, *args)
+        baseline = PeriodicWork.for_schedule(
+            schedule, dataset_size, *args, baseline=True
+        )
         text += f"; its baseline's {baseline.summary()}"
     logger.info(text)
     return work

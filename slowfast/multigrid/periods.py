@@ -91,33 +91,23 @@ class PeriodicWork:
         return cls(ckpt, val, bn, len(epoch_iters), unit_iters)
 
     @classmethod
-    def for_run(
+    def for_schedule(
         cls,
         schedule: MultigridSchedule,
         dataset_size: int,
         checkpoint_period: int,
         eval_period: int,
         precise_bn: bool,
+        baseline: bool = False,
     ) -> PeriodicWork:
-        """The work of the run ``schedule`` trains on ``dataset_size`` clips."""
-        iters = [
-            schedule.iters_in_epoch(e, dataset_size) for e in range(schedule.max_epoch)
-        ]
+        """The work of the run ``schedule`` trains on ``dataset_size`` clips,
+        or with ``baseline`` of its baseline (SOLVER.MAX_EPOCH base epochs)."""
         unit = baseline_epoch_iters(schedule, dataset_size)
-        return cls.build(iters, unit, checkpoint_period, eval_period, precise_bn)
-
-    @classmethod
-    def for_baseline(
-        cls,
-        schedule: MultigridSchedule,
-        dataset_size: int,
-        checkpoint_period: int,
-        eval_period: int,
-        precise_bn: bool,
-    ) -> PeriodicWork:
-        """The work of the schedule's baseline: SOLVER.MAX_EPOCH base epochs."""
-        unit = baseline_epoch_iters(schedule, dataset_size)
-        iters = [unit] * schedule.baseline_max_epoch
+        if baseline:
+            iters = [unit] * schedule.baseline_max_epoch
+        else:
+            epochs = range(schedule.max_epoch)
+            iters = [schedule.iters_in_epoch(e, dataset_size) for e in epochs]
         return cls.build(iters, unit, checkpoint_period, eval_period, precise_bn)
 
     def end_of_epoch(self, epoch: int) -> bool:
