@@ -138,20 +138,6 @@ def validate_cfg(cfg: CfgNode) -> None:
     _check(period >= 0, "TRAIN.EVAL_PERIOD", period, "must be >= 0 (0: never)")
     minutes = cfg.TRAIN.CHECKPOINT_MINUTES
     _check(minutes >= 0, "TRAIN.CHECKPOINT_MINUTES", minutes, "must be >= 0 (0: off)")
-    dtype = cfg.TRAIN.MIXED_PRECISION_DTYPE
-    _check(
-        dtype != "fp16" or cfg.NUM_GPUS > 0 or not cfg.TRAIN.MIXED_PRECISION,
-        "TRAIN.MIXED_PRECISION_DTYPE",
-        dtype,
-        "fp16 needs a GPU (NUM_GPUS > 0); set it auto or bf16 on CPU",
-    )
-    graphs = cfg.TRAIN.CUDA_GRAPHS
-    _check(
-        not graphs or cfg.NUM_GPUS > 0,
-        "TRAIN.CUDA_GRAPHS",
-        graphs,
-        "needs a GPU (NUM_GPUS > 0); set it False on CPU",
-    )
     _check(
         not (cfg.TRAIN.CHECKPOINT_INFLATE and cfg.TRAIN.CHECKPOINT_TYPE == "caffe2"),
         "TRAIN.CHECKPOINT_INFLATE",
@@ -181,8 +167,27 @@ def validate_cfg(cfg: CfgNode) -> None:
         "must name signals, e.g. [SIGUSR1, SIGUSR2, SIGTERM]",
     )
 
+    _validate_gpu_only(cfg)
     _validate_solver(cfg.SOLVER)
     _validate_multigrid(cfg.MULTIGRID)
+
+
+def _validate_gpu_only(cfg: CfgNode) -> None:
+    """What needs a GPU: fp16 autocast, CUDA graphs."""
+    dtype = cfg.TRAIN.MIXED_PRECISION_DTYPE
+    _check(
+        dtype != "fp16" or cfg.NUM_GPUS > 0 or not cfg.TRAIN.MIXED_PRECISION,
+        "TRAIN.MIXED_PRECISION_DTYPE",
+        dtype,
+        "fp16 needs a GPU (NUM_GPUS > 0); set it auto or bf16 on CPU",
+    )
+    graphs = cfg.TRAIN.CUDA_GRAPHS
+    _check(
+        not graphs or cfg.NUM_GPUS > 0,
+        "TRAIN.CUDA_GRAPHS",
+        graphs,
+        "needs a GPU (NUM_GPUS > 0); set it False on CPU",
+    )
 
 
 def _validate_solver(solver: CfgNode) -> None:
