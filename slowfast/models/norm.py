@@ -36,7 +36,7 @@ import torch.distributed as dist
 from fvcore.common.config import CfgNode
 from torch import nn
 
-from slowfast.models.split_bn import fused_split_ok, split_batch_norm
+from slowfast.models.split_bn import SplitWorkspace, fused_split_ok, split_batch_norm
 
 BN_EPS = 1e-5
 BN_MOMENTUM = 0.1
@@ -148,23 +148,23 @@ class SubBatchNorm3d(nn.BatchNorm3d):
 
     def _forward_split_fused(self, x: torch.Tensor) -> torch.Tensor:
         """The split forward in Triton kernels that read either memory format
-        in place and update the running statistics themselves."""
-        weight, bias = self.weight, self.bias
-        if not self.affine:
-            weight = torch.ones(x.shape[1], device=x.device)
-            bias = torch.zeros_like(weight)
+        in place and update the running statistics and batch count themselves,
+        with scratch buffers kept in the layer from call to call."""
+        workspace = self.__dict__.get("_split_workspace")
+        if workspace is None:
+            workspace = self.__dict__["_split_workspace"] = SplitWorkspace()
         track = self.track_running_stats
-        if track:
-            self.num_batches_tracked.add_(1)
         return split_batch_norm(
             x,
-            weight,
-            bias,
+            self.weight,
+            self.bias,
             self.running_mean if track else None,
             self.running_var if track else None,
+            self.num_batches_tracked if track else None,
             self.num_splits,
             self.eps,
             self.momentum,
+            workspace,
         )
 
     def _forward_split_generic(self, x: torch.Tensor) -> torch.Tensor:
