@@ -64,6 +64,16 @@ def _single_job(cfg, rank, world_size):
         f.write(f"{rank} {world_size} {torch.get_num_threads()}")
 
 
+def _wrapping_job(cfg, rank, world_size):
+    from slowfast.engine.builders import wrap_for_processes
+
+    ctx = du.RunContext.create(cfg, rank, world_size)
+    model = wrap_for_processes(torch.nn.Linear(2, 2), ctx)
+    ddp = isinstance(model, torch.nn.parallel.DistributedDataParallel)
+    with open(os.path.join(cfg.OUTPUT_DIR, "wrapped.txt"), "w") as f:
+        f.write(f"{world_size} {ctx.distributed} {ddp} {du.get_world_size()}")
+
+
 def _cpu_cfg(tmp_path, procs):
     return load_config(
         [], ["NUM_GPUS", "0", "NUM_CPU_PROCS", str(procs), "OUTPUT_DIR", str(tmp_path)]
@@ -110,6 +120,18 @@ def test_launch_single_process_runs_in_process(tmp_path, monkeypatch):
     # All the cores for the run, then the caller's count again (conftest: 1).
     assert (tmp_path / "single.txt").read_text() == "0 1 3"
     assert torch.get_num_threads() == 1
+
+
+@pytest.mark.parametrize("group", [False, True])
+def test_one_process_is_data_parallel_only_in_a_group(tmp_path, group):
+    """torchrun, srun and submitit start a group with one process too (DDP,
+    as with several); a plain single-process run starts none."""
+    init = f"file://{tmp_path / 'rendezvous'}"
+    spawn.run_in_group(
+        [_wrapping_job], _cpu_cfg(tmp_path, 1), init, 0, 1, 0, group=group
+    )
+    assert (tmp_path / "wrapped.txt").read_text() == f"1 {group} {group} 1"
+    assert not du.is_initialized()  # the group is left at the end
 
 
 @pytest.mark.slow

@@ -3,11 +3,13 @@
 I3D R50 multigrid (the tiny I3D demo under ``--smoke``) trains from generated
 JPEG frame folders (``datasets/demo/footage.make_frame_footage``) through
 ``tools/run_net.py``, four times: CUDA graphs off and on, in one process and
-under ``torchrun`` with one process. Each run's ``json_stats.log``
-(``train_iter`` lines, one per iteration: ``LOG_PERIOD 1``) gives the
-milliseconds per iteration and the data wait per batch shape. A run whose
-CUDA graphs the trainer refuses is ``skipped`` with its one-line reason.
-Standard library only at the top, as ``gpu_check_stages.py``.
+under ``torchrun`` with one process (DistributedDataParallel, as on several
+GPUs: each run's ``ddp`` says whether the trainer wrapped its model). Each
+run's ``json_stats.log`` (``train_iter`` lines, one per iteration:
+``LOG_PERIOD 1``) gives the milliseconds per iteration and the data wait per
+batch shape. A run whose CUDA graphs the trainer refuses is ``skipped`` with
+its one-line reason. Standard library only at the top, as
+``gpu_check_stages.py``.
 """
 
 import json
@@ -52,6 +54,7 @@ RUNS = (
     ("torchrun_graphs_on", "torchrun", True),
 )
 STOP_GRACE_S = 5  # between SIGTERM and SIGKILL when a run is stopped
+DDP_LINE = "Model in DistributedDataParallel over 1 process"  # the trainer's log
 
 
 def make_data(stage: Stage) -> dict:
@@ -86,17 +89,6 @@ def make_data(stage: Stage) -> dict:
         "renditions": list(DEFAULT_SCALES),
         "seconds": number(time.monotonic() - start, 3),
     }
-
-
-def ddp_at_world_size_one() -> bool:
-    """Whether the trainer wraps its model in DDP with one process."""
-    import torch
-
-    from slowfast.engine.builders import wrap_for_processes
-    from slowfast.utils.distributed import RunContext
-
-    wrapped = wrap_for_processes(torch.nn.Linear(1, 1), RunContext())
-    return isinstance(wrapped, torch.nn.parallel.DistributedDataParallel)
 
 
 def command(
@@ -227,6 +219,8 @@ def train_run(stage: Stage, data: str, key: str, launcher: str, graphs: bool) ->
                 _stop(proc)
     run.update(seconds=number(time.monotonic() - start, 3))
     run.update(log=os.path.relpath(log, stage.out), exit_status=status)
+    with open(log, errors="replace") as handle:  # the trainer's line when it wraps
+        run["ddp"] = DDP_LINE in handle.read()
     run.update(shape_times(os.path.join(out_dir, "json_stats.log")))
     if status == 0:
         run["status"] = "ok"
@@ -256,7 +250,7 @@ def stage_train(stage: Stage) -> None:
     reason = stage.unavailable("training at real scale needs a GPU")
     if reason:
         return stage.skip(reason)
-    stage.update(data=make_data(stage), ddp_at_world_size_1=ddp_at_world_size_one())
+    stage.update(data=make_data(stage))
     data = os.path.join(stage.out, stage.figures["data"]["folder"])
     runs: Dict[str, dict] = {}
     for key, launcher, graphs in RUNS:

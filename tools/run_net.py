@@ -101,6 +101,7 @@ def run_stages(cfg: CfgNode, layout: Layout) -> int:
                 layout.rank,
                 layout.world_size,
                 layout.local_rank,
+                group=True,  # torchrun's or srun's rendezvous: DDP with 1 process too
             )
         return 0
     except (Preempted, mp.ProcessExitedException) as err:

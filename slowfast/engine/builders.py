@@ -81,11 +81,17 @@ def build_model_for_run(
 
 
 def wrap_for_processes(model: nn.Module, ctx: RunContext) -> nn.Module:
-    """``model`` in DistributedDataParallel with several processes, else itself."""
-    if ctx.world_size == 1:
+    """``model`` in DistributedDataParallel in a data-parallel run (several
+    processes, or one in a process group), else itself."""
+    if not ctx.distributed:
         return model
     device = ctx.device
     device_ids = [device.index] if device.type == "cuda" else None
+    logger.info(
+        "Model in DistributedDataParallel over %d process%s",
+        ctx.world_size,
+        "" if ctx.world_size == 1 else "es",
+    )
     return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 
 

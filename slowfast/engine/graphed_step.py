@@ -69,11 +69,11 @@ class GraphedTrainStep(TrainStep):
     """:class:`TrainStep` with forward and backward replayed from CUDA graphs.
 
     Takes :class:`TrainStep`'s arguments; the model must be on a CUDA device.
-    With several processes the graphs hold the model inside its
-    DistributedDataParallel wrapper (whose gradient hooks then stay idle)
-    and the gradients are averaged after each replay, outside the graph
-    (``engine/flat_grads.py``); BN statistics must then be per process
-    (``launch/preflight.py`` refuses sync groups).
+    Under DDP (several processes, or one in a process group) the graphs
+    hold the model inside its DistributedDataParallel wrapper (whose
+    gradient hooks then stay idle) and the gradients are averaged after
+    each replay, outside the graph (``engine/flat_grads.py``); BN statistics
+    must then be per process (``launch/preflight.py`` refuses sync groups).
     """
 
     def __init__(self, *args, **kwargs) -> None:
@@ -87,7 +87,7 @@ class GraphedTrainStep(TrainStep):
         self.flat = FlatGrads(self.params)
         if self.ctx.distributed:
             logger.info(
-                "TRAIN.CUDA_GRAPHS with %d processes: forward and backward "
+                "TRAIN.CUDA_GRAPHS under DDP over %d process(es): forward and backward "
                 "replayed from graphs, gradients averaged after each replay in "
                 "one all-reduce per dtype (this path has not yet run on a GPU: "
                 "tools/check_cuda_graphs.py compares it with the eager step)",

@@ -5,6 +5,12 @@ in this process when the job has one; ``run_in_group`` is what each process
 runs (also under torchrun, srun and submitit): set its CPU threads, join the
 process group, run the stages, leave the group.
 
+A job of one process has a process group only under a launcher that gives it
+a rendezvous (torchrun, srun, submitit: ``group=True``); its model is then
+wrapped in DistributedDataParallel as with several processes, so one GPU
+runs the several-GPU path. ``python tools/run_net.py`` with one process
+starts no group.
+
 CPU threads: on CPU (NUM_GPUS 0) every process takes ``cores // processes per
 machine`` intra-op threads, at least 1, however it was started
 (``cpu_threads_per_process``, ``available_cores``): the spawned, torchrun and
@@ -146,6 +152,7 @@ def run_in_group(
     world_size: int,
     local_rank: int,
     num_procs: Optional[int] = None,
+    group: bool = False,
 ) -> None:
     """Runs ``func(cfg, rank, world_size)`` for each of ``funcs`` in this process.
 
@@ -164,12 +171,15 @@ def run_in_group(
         local_rank: index of this process on its machine (its GPU).
         num_procs: processes on this machine (default:
             ``procs_per_machine(cfg)``).
+        group: start a process group with one process too (a launcher's
+            rendezvous); several processes always have one.
     """
     if cfg.NUM_GPUS > 0:  # modulo: a task may see only its own GPU
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
     previous_threads = _set_cpu_threads(cfg, rank, num_procs)
     try:
-        _run_in_group(funcs, cfg, init_method, rank, world_size)
+        grouped = group or world_size > 1
+        _run_in_group(funcs, cfg, init_method, rank, world_size, grouped)
     finally:
         torch.set_num_threads(previous_threads)
 
@@ -180,9 +190,10 @@ def _run_in_group(
     init_method: str,
     rank: int,
     world_size: int,
+    grouped: bool,
 ) -> None:
     """``run_in_group`` once the device and threads are set."""
-    if world_size > 1:
+    if grouped:
         backend = cfg.DIST_BACKEND if cfg.NUM_GPUS > 0 else "gloo"
         init_process_group(
             backend, init_method, world_size, rank, cfg.DIST_TIMEOUT_MINUTES
@@ -190,7 +201,7 @@ def _run_in_group(
     try:
         for func in funcs:
             func(cfg, rank, world_size)
-        if world_size > 1:
+        if grouped:
             # Free what still holds the process group (a DDP model in a
             # reference cycle) and let every process get here before the
             # group goes: a process leaving while its peer's group is alive
@@ -206,7 +217,7 @@ def _run_in_group(
             logger.exception("process rank %d failed", rank)
         raise
     finally:
-        if world_size > 1:
+        if grouped:
             dist.destroy_process_group()
 
 

@@ -75,6 +75,7 @@ class SubmititJob:
                 layout.rank,
                 layout.world_size,
                 layout.local_rank,
+                group=True,  # as under torchrun and srun: DDP with one task too
             )
         except Preempted as err:
             logger.warning("%s; asking submitit to requeue the job", err)

@@ -80,12 +80,15 @@ class RunContext:
         world_size: number of processes of the run.
         local_rank: index of this process on its machine.
         device: this process's device (its GPU, or the CPU).
+        grouped: whether the processes have a process group, which several
+            always have and one has under torchrun, srun and submitit.
     """
 
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
+    grouped: bool = False
 
     @property
     def is_master(self) -> bool:
@@ -94,8 +97,9 @@ class RunContext:
 
     @property
     def distributed(self) -> bool:
-        """Whether there is more than one process."""
-        return self.world_size > 1
+        """Whether the run is data-parallel (DDP and collectives): several
+        processes, or one in a process group."""
+        return self.world_size > 1 or self.grouped
 
     @classmethod
     def create(cls, cfg: CfgNode, rank: int = 0, world_size: int = 1) -> "RunContext":
@@ -103,10 +107,12 @@ class RunContext:
 
         The local rank is the rank modulo the processes per machine
         (NUM_GPUS, or NUM_CPU_PROCS on CPU); the device is that GPU or the
-        CPU (see ``get_device``).
+        CPU (see ``get_device``); ``grouped`` is whether this process has
+        joined a process group.
         """
         local_rank = rank % procs_per_machine(cfg)
-        return cls(rank, world_size, local_rank, get_device(cfg, local_rank))
+        device = get_device(cfg, local_rank)
+        return cls(rank, world_size, local_rank, device, is_initialized())
 
 
 def all_reduce(tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
