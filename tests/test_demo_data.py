@@ -1,5 +1,6 @@
 """Tests of the Moving Digits generator (tools/make_demo_data.py, --size tiny)."""
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -256,3 +257,12 @@ def test_project_datasets_read_the_generated_layouts(tiny_root, config, layout):
             assert label.shape == (10,) and 1 <= label.sum() <= 3
         else:
             assert label == 0  # classes cycle, so video 0 has class 0
+
+
+def test_kinetics_study_size_is_the_demo_with_a_larger_test_split():
+    """Videos are seeded by (seed, layout, split, index): the study data's
+    training and validation videos and its first 500 test videos are the
+    README demo's files."""
+    small, study = get_spec("kinetics", "small"), get_spec("kinetics", "study")
+    assert study.videos == dict(small.videos, test=3000)
+    assert dataclasses.replace(study, videos=small.videos) == small

@@ -203,11 +203,12 @@ def test_aggregate_table_csv_and_eta():
     assert table[0].startswith("| arm | budget | n | epochs | iterations |")
     assert table[2] == (
         "| baseline | 1x | 2 | 4 | 100 | 110.0 (100.0-120.0) | 100.0 (90.0-110.0) "
-        "| 1.00x | 1.00x | 1.00x | 10.0 | 85.0 (80.0-90.0) | 99.0 |"
-    )
+        "| 1.00x | 1.00x | 1.00x | 10.0 | 85.0 [21.5, 148.5] | 99.0 | - | - |"
+    )  # t(0.975, 1 dof) = 12.706 x sd 7.07 / sqrt(2): 85 +- 63.5
     assert table[3].startswith(
         "| long_short | 1x | 1 | 4 | 25 | 50.0 | 40.0 | 2.20x | 4.00x | 3.00x |"
     )
+    assert table[3].endswith("| 70.0 | 99.0 | -10.0 | - |")  # seed 0 paired, alone
     assert table[4].startswith(
         "| long_short | 2x | 1 | 4 | 50 | 100.0 | 90.0 | 1.10x | 2.00x | - |"
     )
@@ -331,7 +332,7 @@ def test_tiny_study_end_to_end_and_rerun_skips(
     out = tmp_path / "study"
     argv = [
         "--cfg", DEMO_MULTIGRID, "--arms", "baseline,long_short",
-        "--budgets", "1,1.5", "--out", str(out),
+        "--budgets", "1,1.5", "--out", str(out), "--results", str(tmp_path / "kept"),
         "DATA.PATH_TO_DATA_DIR", str(tiny_kinetics / "lists"),
         "DATA.PATH_PREFIX", str(tiny_kinetics / "kinetics"),
         "DATA_LOADER.NUM_WORKERS", "0", "LOG_MODEL_INFO", "False",
@@ -382,6 +383,15 @@ def test_tiny_study_end_to_end_and_rerun_skips(
     assert any(line.startswith("| long_short | 1x | ") for line in shapes)
     ckpts = sorted((out / "runs").glob("*_s0/checkpoints/*.pyth"))
     assert len(ckpts) == 4  # the last epoch only
+    kept = sorted(p.name for p in (tmp_path / "kept").iterdir())
+    names = [p.name for p in (out / "runs").iterdir() if ".stale-" not in p.name]
+    assert kept == sorted(f"{name}.json" for name in names)  # each run's result
+    for path in (tmp_path / "kept").iterdir():
+        result = json.loads(path.read_text())
+        right = result["test_top1"] * result["test_videos"] / 100
+        assert result["correct"].count("1") == pytest.approx(right)
+        assert set(result["correct"]) <= {"0", "1"} and result["args"][0] == "--cfg"
+        assert result["machine"]["cpu"] and result["date"]
     mtimes = [p.stat().st_mtime_ns for p in ckpts]
 
     assert study.main(argv) == 0

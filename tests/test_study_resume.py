@@ -125,6 +125,7 @@ def _tiny_study_argv(demo_data, out, arm):
     """A one-run study of the tiny demo config, a few seconds per epoch."""
     return [
         "--cfg", DEMO_MULTIGRID, "--arms", arm, "--budgets", "1", "--out", str(out),
+        "--results", f"{out}_kept",
         "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics_x6"),
         "DATA.PATH_PREFIX", str(demo_data / "kinetics"),
         "DATA_LOADER.NUM_WORKERS", "0", "LOG_MODEL_INFO", "False", "LOG_PERIOD", "1",

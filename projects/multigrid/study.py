@@ -4,7 +4,8 @@
 Usage:
     python projects/multigrid/study.py --cfg BASE.yaml [--cfg MORE.yaml]
         [--arms baseline,long,short,long_short] [--budgets 0.5,1,2]
-        [--seeds 0,1] [--out DIR] [--dry-run] [--keep-periods] [KEY VALUE ...]
+        [--seeds 0,1] [--out DIR] [--results DIR] [--dry-run] [--keep-periods]
+        [KEY VALUE ...]
 
 Every run is the base config (and the KEY VALUE overrides) with:
 
@@ -47,6 +48,11 @@ its run lock: then it is left alone and the run reported failed. Runs are
 timed on one kind of machine (``multigrid_study/machine.py``): a study with
 runs left to make refuses a finished run timed on another.
 
+Each tested run's result, per-video correctness included, is also kept in
+the repository: ``results/multigrid_study/<DIR's name>/<run>.json``
+(``--results`` names another folder; ``multigrid_study/archive.py``). A file
+there of another study with the same name stops the study before any run.
+
 DIR (default: the config's OUTPUT_DIR + ``_study``) gets ``runs.csv``,
 ``runs.json``, ``table.md``, ``shapes.md`` (per-shape throughput against the
 FLOP-ideal and data wait), ``plot.png`` and ``curves.png`` (training loss and
@@ -74,6 +80,7 @@ from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.utils.distributed import procs_per_machine
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from multigrid_study import archive  # noqa: E402
 from multigrid_study.machine import code_version, describe_machine  # noqa: E402
 from multigrid_study.outputs import write_outputs  # noqa: E402
 from multigrid_study.plan import (  # noqa: E402
@@ -125,6 +132,12 @@ def parse_args(argv: Optional[list] = None) -> tuple:
     add("--budgets", default="0.5,1,2", help="x SOLVER.MAX_EPOCH (%(default)s)")
     add("--seeds", default="0", help="RNG_SEED values (%(default)s)")
     add("--out", default="", help="study folder (default: OUTPUT_DIR_study)")
+    add(
+        "--results",
+        default="",
+        help="folder of the runs' results kept (default: "
+        "results/multigrid_study/<study folder's name> in the repository)",
+    )
     add("--dry-run", action="store_true", help="print the runs and commands")
     add("--keep-periods", action="store_true", help="keep TRAIN.*_PERIOD")
     args, rest = parser.parse_known_args(argv)
@@ -216,15 +229,19 @@ def main(argv: Optional[list] = None) -> int:
             )
         return 0
     machine = describe_machine(planned[0].cfg.NUM_GPUS)
+    kept = archive.results_folder(REPO_ROOT, args.results, out)
     try:
         results = load_finished(planned, machine)
+        archive.check_folder(kept, planned, REPO_ROOT)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     stopper = Stopper(stop_signals(planned[0].cfg))
     stopper.install()
     try:
-        failed, stopped = _run_all(planned, results, multi_label, stopper, machine)
+        failed, stopped = _run_all(
+            planned, results, multi_label, stopper, machine, kept
+        )
     finally:
         stopper.restore()
     finished = [results[p.run] for p in planned if p.run in results]
@@ -232,6 +249,7 @@ def main(argv: Optional[list] = None) -> int:
         print(write_outputs(out, finished, multi_label, planned[0].cfg))
         names = "runs.csv, runs.json, table.md, shapes.md, plot.png, curves.png"
         print(f"written: {out}/{names}")
+        print(f"results kept in {kept}")
     if failed:
         print(f"{len(failed)} run(s) failed: {', '.join(failed)}", file=sys.stderr)
     if stopped:
@@ -241,9 +259,15 @@ def main(argv: Optional[list] = None) -> int:
 
 
 def _run_all(
-    planned: list, results: dict, multi_label: bool, stopper: Stopper, machine: dict
+    planned: list,
+    results: dict,
+    multi_label: bool,
+    stopper: Stopper,
+    machine: dict,
+    kept: str,
 ) -> tuple:
-    """Runs the planned runs without a result (adding theirs to ``results``).
+    """Runs the planned runs without a result (adding theirs to ``results``),
+    keeping each finished run's result in the folder ``kept``.
 
     Returns:
         tuple: the names of the runs that failed, and the ``StudyStopped``
@@ -254,6 +278,7 @@ def _run_all(
         label = f"[{i}/{total}] {p.run.arm} budget {p.run.budget} seed {p.run.seed}"
         if p.run in results:
             print(f"{label}: finished before, skipped ({p.result_path})")
+            archive.keep(kept, p.run, results[p.run], REPO_ROOT)
             continue
         if stopper.received:
             return failed, StudyStopped(stopper.received, f"before {p.run.name}")
@@ -277,6 +302,7 @@ def _run_all(
             failed.append(p.run.name)
             print(f"    failed: {err}", flush=True)
             continue
+        archive.keep(kept, p.run, result, REPO_ROOT)
         metric = result[metric_key(multi_label)]
         processes = result["train_processes"]
         print(

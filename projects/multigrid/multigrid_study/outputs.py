@@ -16,9 +16,13 @@ from slowfast.models.model_stats import clip_gflops_fn
 
 
 def plot_study(rows: list, path: str, multi_label: bool = False) -> None:
-    """Test accuracy against training wall-clock, one line per arm (PNG).
+    """Test accuracy against training wall-clock, one line per arm, and each
+    row's difference to the baseline at budget 1 (PNG).
 
-    Each point is labelled with its budget; error bars span min-max over seeds.
+    Points are labelled with their budget. Accuracy error bars: the 95% t
+    interval over seeds (none with one seed); wall-clock bars: min-max. The
+    lower panel: the paired difference with its 95% interval over seeds
+    (thick) and the test-sampling interval (thin), with lines at 0 and -1.5.
 
     Args:
         rows: ``aggregate`` rows.
@@ -28,9 +32,9 @@ def plot_study(rows: list, path: str, multi_label: bool = False) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.4, 4.8))
+    fig = Figure(figsize=(6.4, 8.0))
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    ax = fig.add_subplot(2, 1, 1)
     for arm in dict.fromkeys(row["arm"] for row in rows):
         points = sorted(
             (r for r in rows if r["arm"] == arm and r["train_s"] and r["metric"]),
@@ -42,20 +46,44 @@ def plot_study(rows: list, path: str, multi_label: bool = False) -> None:
         ys = [r["metric"][0] for r in points]
         xerr = [[x - r["train_s"][1] for x, r in zip(xs, points)]]
         xerr.append([r["train_s"][2] - x for x, r in zip(xs, points)])
-        yerr = [[y - r["metric"][1] for y, r in zip(ys, points)]]
-        yerr.append([r["metric"][2] - y for y, r in zip(ys, points)])
+        intervals = [r["interval"] or (y, y, y) for y, r in zip(ys, points)]
+        yerr = [[y - i[1] for y, i in zip(ys, intervals)]]
+        yerr.append([i[2] - y for y, i in zip(ys, intervals)])
         ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, marker="o", capsize=3, label=arm)
         for x, y, r in zip(xs, ys, points):
             label = f"{r['budget']:g}x"
             ax.annotate(label, (x, y), xytext=(4, 4), textcoords="offset points")
+    name = "test mAP" if multi_label else "test top-1"
     ax.set_xlabel("training wall-clock (s)")
-    ax.set_ylabel("test mAP (%)" if multi_label else "test top-1 (%)")
-    ax.set_title("speed-accuracy (labels: budget x base MAX_EPOCH)")
+    ax.set_ylabel(f"{name} (%)")
+    ax.set_title("speed-accuracy (labels: budget; bars: 95% CI over seeds)")
     ax.grid(True, alpha=0.3)
     ax.legend()
+    _plot_differences(fig.add_subplot(2, 1, 2), rows, name)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=100)
+
+
+def _plot_differences(ax, rows: list, name: str) -> None:
+    """Each row's paired difference to the baseline, with its intervals."""
+    rows = [r for r in rows if r["difference"] is not None]
+    for i, row in enumerate(rows):
+        diff = row["difference"]
+        mean = diff["mean"]
+        if diff["test_halfwidth"] is not None:
+            half = diff["test_halfwidth"]
+            ax.errorbar(i, mean, yerr=half, fmt="none", ecolor="0.6", capsize=6)
+        low, high = (diff["interval"] or (mean, mean, mean))[1:]
+        yerr = [[mean - low], [high - mean]]
+        ax.errorbar(i, mean, yerr=yerr, fmt="o", color="C0", capsize=3, lw=2.5)
+    ax.axhline(0.0, color="0.3", lw=0.8)
+    ax.axhline(-1.5, color="C3", lw=0.8, ls="--")
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([f"{r['arm']} {r['budget']:g}x" for r in rows], fontsize=8)
+    ax.set_ylabel(f"{name} minus baseline (points)")
+    ax.set_title("paired by seed: 95% CI over seeds (thick), test sampling (thin)")
+    ax.grid(True, axis="y", alpha=0.3)
 
 
 def plot_curves(results: list, path: str) -> None:

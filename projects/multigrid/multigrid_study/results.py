@@ -10,6 +10,8 @@ import io
 import json
 from typing import Iterable, Optional, Sequence
 
+from multigrid_study.intervals import paired_difference, t_interval
+
 CSV_FIELDS = (
     "arm", "budget", "seed", "epochs", "epochs_planned", "iterations",
     "iterations_planned", "train_s", "train_processes", "test_s", "epoch_time_s",
@@ -155,9 +157,12 @@ def aggregate(results: Sequence[dict], metric: str) -> list:
     Returns:
         list: dicts with ``arm``, ``budget``, ``n``; ``spread`` tuples (or
         None) for ``epochs``, ``iterations``, ``train_s``, ``epoch_time_s``,
-        ``data_wait_share``, ``train_gflop``, ``metric`` and ``top5``; ``speedup_time``,
-        ``speedup_iters`` and ``speedup_compute`` against the baseline at
-        budget 1 (None when it is not in the study).
+        ``data_wait_share``, ``train_gflop``, ``metric`` and ``top5``;
+        ``interval`` (the metric's 95% t interval over seeds, or None);
+        ``difference`` (``intervals.paired_difference`` against the baseline
+        at budget 1; None for that row or without a paired seed);
+        ``speedup_time``, ``speedup_iters`` and ``speedup_compute`` against
+        the baseline at budget 1 (None when it is not in the study).
     """
     arms = list(dict.fromkeys(r["arm"] for r in results))
     groups: dict = {}
@@ -173,6 +178,11 @@ def aggregate(results: Sequence[dict], metric: str) -> list:
         row["train_gflop"] = spread(r.get("train_gflop") for r in runs)
         row["metric"] = spread(r[metric] for r in runs)
         row["top5"] = spread(r["test_top5"] for r in runs)
+        row["interval"] = t_interval([r[metric] for r in runs if r[metric] is not None])
+        reference = arm == "baseline" and budget == 1
+        row["difference"] = (
+            None if reference else paired_difference(results, metric, arm, budget)
+        )
         rows.append(row)
     ref = next((r for r in rows if r["arm"] == "baseline" and r["budget"] == 1), None)
     speedups = (
@@ -197,9 +207,32 @@ def _cell(value: Optional[tuple], fmt: str = ".1f", scale: float = 1.0) -> str:
     return f"{mean:{fmt}} ({low:{fmt}}-{high:{fmt}})"
 
 
+def _interval_cell(mean: Optional[float], interval: Optional[tuple]) -> str:
+    """``mean [low, high]``, or the mean alone without an interval."""
+    if mean is None:
+        return "-"
+    if interval is None:
+        return f"{mean:.1f}"
+    return f"{mean:.1f} [{interval[1]:.1f}, {interval[2]:.1f}]"
+
+
+def _difference_cells(difference: Optional[dict]) -> list:
+    """The difference to the baseline and its test-sampling half-width."""
+    if difference is None:
+        return ["-", "-"]
+    mean = difference["mean"]
+    cell = _interval_cell(mean, difference["interval"])
+    if mean is not None and mean > 0:
+        cell = "+" + cell
+    width = difference["test_halfwidth"]
+    return [cell, f"±{width:.1f}" if width is not None else "-"]
+
+
 def format_table(rows: Sequence[dict], multi_label: bool = False) -> str:
     """The Markdown table of ``aggregate`` rows, with a legend line."""
-    acc = ["test mAP (%)"] if multi_label else ["test top-1 (%)", "test top-5 (%)"]
+    name = "test mAP" if multi_label else "test top-1"
+    acc = [f"{name} (%) [95% CI]"] + ([] if multi_label else ["test top-5 (%)"])
+    acc += [f"{name} minus baseline (points) [95% CI]", "test sampling (points)"]
     headers = ["arm", "budget", "n", "epochs", "iterations", "train wall-clock (s)"]
     headers += ["training loop (s)"]
     headers += ["speedup (wall-clock)", "speedup (iterations)", "speedup (compute)"]
@@ -213,13 +246,22 @@ def format_table(rows: Sequence[dict], multi_label: bool = False) -> str:
         cells = [row["arm"], f"{row['budget']:g}x", str(row["n"])]
         cells += [_cell(row["epochs"], ".0f"), _cell(row["iterations"], ".0f")]
         cells += [_cell(row["train_s"]), _cell(row["epoch_time_s"]), *speedups]
-        cells += [_cell(row["data_wait_share"], scale=100.0), _cell(row["metric"])]
+        cells.append(_cell(row["data_wait_share"], scale=100.0))
+        metric = row["metric"][0] if row["metric"] else None
+        cells.append(_interval_cell(metric, row["interval"]))
         if not multi_label:
             cells.append(_cell(row["top5"]))
+        cells += _difference_cells(row["difference"])
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(
-        "Mean over the n seeds (min-max). Budget: multiple of the base "
+        "Mean over the n seeds (min-max); accuracy with its 95% Student t "
+        "interval over seeds (none with one seed), and the difference to the "
+        "baseline at budget 1 with the t interval over seeds of the per-seed "
+        "paired difference (same seed, same test videos); test sampling: "
+        "the half-width of the 95% interval that the test set's size alone "
+        "gives the difference (per-video paired, mean over seeds). Budget: "
+        "multiple of the base "
         "SOLVER.MAX_EPOCH (multigrid's EPOCH_FACTOR applies on top). Training "
         "loop: the epochs' time (json_stats time_epoch), without what the "
         "wall-clock adds around it (process start, model build, precise BN, "

@@ -16,6 +16,7 @@ from typing import Optional
 from fvcore.common.config import CfgNode
 
 from multigrid_study.compute import training_gflops
+from multigrid_study.intervals import correctness
 from multigrid_study.machine import machine_text, same_machine
 from multigrid_study.plan import RESULT_FILE, Run, config_differences
 from multigrid_study.progress import (
@@ -86,6 +87,25 @@ class PlannedRun:
     def command(self, phase: list) -> list:
         """The run_net.py command line, ``phase`` overrides last."""
         return [sys.executable, RUN_NET, *self.args, *phase]
+
+
+def test_correctness(p: PlannedRun) -> Optional[str]:
+    """Per-video top-1 correctness of the run's test (``intervals.correctness``),
+    from the tester's TEST.SAVE_RESULTS_PATH; None for a multi-label dataset
+    or when the file does not hold the final checkpoint's results."""
+    import torch
+
+    path = os.path.join(p.run_dir, p.cfg.TEST.SAVE_RESULTS_PATH)
+    if p.cfg.DATA.MULTI_LABEL or not p.cfg.TEST.SAVE_RESULTS_PATH:
+        return None
+    if not os.path.isfile(path):
+        print(f"    warning: no per-video results {path}", flush=True)
+        return None
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    if os.path.realpath(saved.get("checkpoint", "")) != os.path.realpath(p.checkpoint):
+        print(f"    warning: {path} holds another checkpoint's results", flush=True)
+        return None
+    return correctness(saved["video_scores"], saved["video_labels"])
 
 
 def stored_config_differences(p: PlannedRun) -> Optional[str]:
@@ -184,6 +204,8 @@ def execute(
     result["train_gflop"] = training_gflops(stats["clips_per_shape"], gflops_fn)
     result["args"] = p.args
     result.update(machine=machine, commit=code, date=time.strftime("%Y-%m-%d"))
+    result["correct"] = test_correctness(p)
+    result["test_videos"] = len(result["correct"]) if result["correct"] else None
     for key in ("epochs", "iterations"):
         if result[key] != result[f"{key}_planned"]:
             print(
