@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+import torch
 from multigrid_study import machine as sm
 from multigrid_study import progress as sp
 
@@ -67,6 +68,16 @@ def test_machines_compare_by_kind_not_by_host():
     )
     this = sm.describe_machine(0)
     assert this["cpus"] >= 1 and this["gpu"] is None and this["torch"]
+    assert this["cpu_isa"] == torch.backends.cpu.get_cpu_capability()
+    # Two VMs of one model name: family, model number and ISA tell them apart;
+    # a record without them (an older run) still matches.
+    zen4 = dict(HERE, cpu_id="family 25 model 17", cpu_isa="AVX512")
+    assert not sm.same_machine(zen4, dict(zen4, cpu_isa="AVX2"))
+    assert not sm.same_machine(zen4, dict(zen4, cpu_id="family 23 model 49"))
+    assert sm.same_machine(zen4, HERE)
+    assert sm.machine_text(zen4) == (
+        "2 cores (a CPU, family 25 model 17, AVX512), torch 2.13.0"
+    )
 
 
 def test_training_wall_clock_sums_the_training_processes():

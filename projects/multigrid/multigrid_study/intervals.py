@@ -47,7 +47,7 @@ def t_interval(values: Sequence[float], level: float = LEVEL) -> Optional[Interv
         return None
     mean = sum(values) / n
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
     return mean, mean - half, mean + half
 
 
@@ -79,7 +79,7 @@ def test_sampling_halfwidth(
     diffs = [int(a) - int(b) for a, b in zip(arm, reference)]
     mean = sum(diffs) / n
     var = sum((d - mean) ** 2 for d in diffs) / (n - 1)
-    return 100.0 * stats.norm.ppf(0.5 + level / 2) * math.sqrt(var / n)
+    return 100.0 * float(stats.norm.ppf(0.5 + level / 2)) * math.sqrt(var / n)
 
 
 def paired_difference(
