@@ -173,59 +173,6 @@ def test_parse_stats_from_a_synthetic_log():
     assert charades["epochs"] == 0 and charades["iterations"] is None
 
 
-def _result(arm, budget, seed, train_s, top1, iterations=100, gflop=None):
-    return {
-        "arm": arm, "budget": budget, "seed": seed, "epochs": 4,
-        "iterations": iterations, "train_s": train_s, "test_s": 1.0,
-        "epoch_time_s": train_s - 10.0, "train_gflop": gflop,
-        "data_wait_share": 0.1, "test_top1": top1, "test_top5": 99.0,
-        "test_map": None, "clips_per_s": {"2x8x64": 10.0}, "run_dir": "x",
-    }  # fmt: skip
-
-
-def test_aggregate_table_csv_and_eta():
-    results = [
-        _result("baseline", 1.0, 0, 100.0, 80.0, gflop=300.0),
-        _result("baseline", 1.0, 1, 120.0, 90.0, gflop=300.0),
-        _result("long_short", 1.0, 0, 50.0, 70.0, iterations=25, gflop=100.0),
-        _result("long_short", 2.0, 0, 100.0, 85.0, iterations=50),
-    ]
-    rows = sr.aggregate(results, sr.metric_key(False))
-    assert [(r["arm"], r["budget"], r["n"]) for r in rows] == [
-        ("baseline", 1.0, 2), ("long_short", 1.0, 1), ("long_short", 2.0, 1),
-    ]  # fmt: skip
-    assert rows[0]["train_s"] == (110.0, 100.0, 120.0)
-    assert rows[0]["metric"] == (85.0, 80.0, 90.0)
-    assert rows[0]["speedup_time"] == 1.0
-    assert rows[1]["speedup_time"] == 2.2 and rows[1]["speedup_iters"] == 4.0
-    assert rows[1]["speedup_compute"] == 3.0 and rows[2]["speedup_compute"] is None
-    table = sr.format_table(rows).splitlines()
-    assert table[0].startswith("| arm | budget | n | epochs | iterations |")
-    assert table[2] == (
-        "| baseline | 1x | 2 | 4 | 100 | 110.0 (100.0-120.0) | 100.0 (90.0-110.0) "
-        "| 1.00x | 1.00x | 1.00x | 10.0 | 85.0 [21.5, 148.5] | 99.0 | - | - |"
-    )  # t(0.975, 1 dof) = 12.706 x sd 7.07 / sqrt(2): 85 +- 63.5
-    assert table[3].startswith(
-        "| long_short | 1x | 1 | 4 | 25 | 50.0 | 40.0 | 2.20x | 4.00x | 3.00x |"
-    )
-    assert table[3].endswith("| 70.0 | 99.0 | -10.0 | - |")  # seed 0 paired, alone
-    assert table[4].startswith(
-        "| long_short | 2x | 1 | 4 | 50 | 100.0 | 90.0 | 1.10x | 2.00x | - |"
-    )
-    no_ref = sr.aggregate(results[2:], "test_top1")
-    assert no_ref[0]["speedup_time"] is None
-    assert "| - | - | - |" in sr.format_table(no_ref)
-    rows_csv = list(csv.DictReader(sr.format_csv(results).splitlines()))
-    assert len(rows_csv) == 4 and rows_csv[2]["arm"] == "long_short"
-    assert json.loads(rows_csv[0]["clips_per_s"]) == {"2x8x64": 10.0}
-
-    assert sr.estimate_eta([], [("baseline", 1.0)]) is None
-    done = [("baseline", 1.0, 100.0), ("long_short", 2.0, 100.0)]
-    # baseline: 100 s per budget unit; long_short 50; unseen arms: 200/3.
-    eta = sr.estimate_eta(done, [("baseline", 0.5), ("long_short", 1.0), ("long", 3.0)])
-    assert eta == pytest.approx(50 + 50 + 200)
-
-
 def test_shape_rows_compare_each_shape_with_its_flop_ideal():
     from multigrid_study.shapes import format_shapes, shape_rows
 

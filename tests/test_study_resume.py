@@ -226,9 +226,9 @@ def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(
     assert study.main(more) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{run_dir} was timed on " in err[0]
-    assert "(another CPU), torch" in err[0] and "do not compare" in err[0]
+    assert "(another CPU" in err[0] and "do not compare" in err[0]
     assert study.main(argv) == 0
-    assert "(another CPU)" in (out / "table.md").read_text()
+    assert "(another CPU" in (out / "table.md").read_text()
 
 
 @pytest.mark.slow
