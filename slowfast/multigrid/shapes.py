@@ -145,7 +145,7 @@ def short_cycle_crops(
         long_crop: crop of the current long-cycle shape.
 
     Returns:
-        tuple: one crop per factor.
+        tuple: one crop per factor, at most ``long_crop``.
 
     Raises:
         ValueError: an unknown mode or a crop below one pixel.
@@ -159,7 +159,9 @@ def short_cycle_crops(
             f"MULTIGRID.SHORT_CYCLE_CROP_MODE = {mode!r}: must be 'absolute' "
             "or 'relative'"
         )
-    crops = tuple(int(round(f * ref)) for f in factors)
+    # A view is never larger than the long-cycle shape it shrinks (at a 224 px
+    # base the reference's absolute crops never are: 112 and 158 <= 158).
+    crops = tuple(min(int(round(f * ref)), long_crop) for f in factors)
     if min(crops) < 1:
         raise ValueError(
             f"MULTIGRID.SHORT_CYCLE_FACTORS = {list(factors)}: gives crops "
