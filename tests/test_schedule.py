@@ -297,7 +297,12 @@ def test_entry_at_out_of_range():
             "BN_BASE_SIZE",
         ),
         (["DATA.NUM_FRAMES", "2"], 1, 1, "MULTIGRID.LONG_CYCLE_FACTORS"),
-        (["DATA.TRAIN_CROP_SIZE", "48"], 1, 32, "MULTIGRID.SHORT_CYCLE_FACTORS"),
+        (
+            ["DATA.TRAIN_CROP_SIZE", "48", "MULTIGRID.SHORT_CYCLE_MIN_MAP", "0"],
+            1,
+            32,
+            "MULTIGRID.SHORT_CYCLE_FACTORS",
+        ),
         (["SOLVER.STEPS", "[0]", "SOLVER.LRS", "[1]"], 1, 1, "SOLVER.STEPS"),
     ],
 )

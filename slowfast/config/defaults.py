@@ -294,6 +294,14 @@ _C.MULTIGRID.EPOCH_FACTOR = 1.5
 _C.MULTIGRID.SHORT_CYCLE = False
 # Spatial factors of the short-cycle shapes (iterations i % 3 == 0 and 1).
 _C.MULTIGRID.SHORT_CYCLE_FACTORS = [0.5, 0.5**0.5]
+# Smallest width of the last feature map at the short cycle's smallest view,
+# in that map's pixels before rounding (view / the model's total spatial
+# stride): 3.5 is the paper's 112 px view at stride 32. Where a smaller crop or
+# stride would leave less, both factors are raised (the smallest to this width,
+# the other geometrically with it); a 224 px crop at stride 32 keeps the
+# factors as given. 0 turns the rule off (the reference). See
+# projects/multigrid/README.md, "Where we differ from PySlowFast".
+_C.MULTIGRID.SHORT_CYCLE_MIN_MAP = 3.5
 # Short-cycle crops: "absolute" (factors of TRAIN_CROP_SIZE, the reference's
 # behaviour) or "relative" (factors of the current long-cycle crop, the paper).
 _C.MULTIGRID.SHORT_CYCLE_CROP_MODE = "absolute"

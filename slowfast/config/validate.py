@@ -239,6 +239,12 @@ def _validate_multigrid(mg: CfgNode) -> None:
         list(factors),
         "needs two spatial factors in (0, 1]",
     )
+    _check(
+        mg.SHORT_CYCLE_MIN_MAP >= 0,
+        "MULTIGRID.SHORT_CYCLE_MIN_MAP",
+        mg.SHORT_CYCLE_MIN_MAP,
+        "must be >= 0 (0 turns the rule off)",
+    )
     for pair in mg.LONG_CYCLE_FACTORS:
         _check(
             len(pair) == 2 and all(0 < f <= 1 for f in pair),

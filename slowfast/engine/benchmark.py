@@ -32,6 +32,7 @@ from slowfast.engine.step import TrainStep as Step
 from slowfast.models import build_model, describe_model
 from slowfast.models.model_stats import gflops
 from slowfast.models.norm import set_bn_splits
+from slowfast.multigrid.build import short_cycle_factors
 from slowfast.multigrid.shapes import (
     batch_factor,
     bn_layout,
@@ -96,7 +97,7 @@ def multigrid_shapes(cfg: CfgNode) -> List[Shape]:
     for i, (t, s) in enumerate(long):
         size = process_batch(cfg, batch_factor(t, s, base_t, base_s))
         shapes.append(Shape(f"long {i + 1}/{len(long)}", t, s, size, splits(size)))
-    crops = short_cycle_crops(mg.SHORT_CYCLE_FACTORS, "absolute", base_s, base_s)
+    crops = short_cycle_crops(short_cycle_factors(cfg), "absolute", base_s, base_s)
     base_splits = splits(process_batch(cfg, 1))
     for i, s in enumerate(crops):
         size = process_batch(cfg, batch_factor(base_t, s, base_t, base_s))
@@ -121,7 +122,7 @@ def run_shapes(cfg: CfgNode) -> List[Shape]:
     seen = {(s.frames, s.crop, s.batch, s.bn_splits) for s in shapes}
     for long in shapes[: len(mg.LONG_CYCLE_FACTORS)]:
         crops = short_cycle_crops(
-            mg.SHORT_CYCLE_FACTORS, mg.SHORT_CYCLE_CROP_MODE, base_s, long.crop
+            short_cycle_factors(cfg), mg.SHORT_CYCLE_CROP_MODE, base_s, long.crop
         )
         for j, crop in enumerate(crops):
             size = process_batch(cfg, batch_factor(long.frames, crop, base_t, base_s))

@@ -2,11 +2,43 @@
 
 from __future__ import annotations
 
+import logging
+
 from fvcore.common.config import CfgNode
 
 from slowfast.config.derived import global_batch_size, lr_scale
+from slowfast.models.describe import describe_model
 from slowfast.multigrid.long_cycle import ScheduleEntry, plan_long_cycle
+from slowfast.multigrid.shapes import resolve_short_factors
 from slowfast.solver.lr_policy import LrPolicy
+
+logger = logging.getLogger(__name__)
+
+
+def short_cycle_factors(cfg: CfgNode) -> tuple:
+    """MULTIGRID.SHORT_CYCLE_FACTORS after the feature-map rule of
+    MULTIGRID.SHORT_CYCLE_MIN_MAP, for the model the config builds (see
+    ``shapes.resolve_short_factors``)."""
+    mg = cfg.MULTIGRID
+    return resolve_short_factors(
+        mg.SHORT_CYCLE_FACTORS,
+        mg.SHORT_CYCLE_MIN_MAP,
+        describe_model(cfg).spatial_stride,
+        cfg.DATA.TRAIN_CROP_SIZE,
+    )
+
+
+def _log_raised_factors(mg: CfgNode, factors: tuple) -> None:
+    given = [float(f) for f in mg.SHORT_CYCLE_FACTORS]
+    if mg.SHORT_CYCLE and list(factors) != given:
+        logger.info(
+            "short cycle: MULTIGRID.SHORT_CYCLE_FACTORS %s raised to %s so that "
+            "the last feature map at the smallest view is at least "
+            "MULTIGRID.SHORT_CYCLE_MIN_MAP = %g px wide (0 keeps the factors)",
+            [round(f, 4) for f in given],
+            [round(f, 4) for f in factors],
+            mg.SHORT_CYCLE_MIN_MAP,
+        )
 
 
 def schedule_fields(cfg: CfgNode, num_procs: int) -> dict:
@@ -42,9 +74,10 @@ def schedule_fields(cfg: CfgNode, num_procs: int) -> dict:
     shape = dict(base_frames=cfg.DATA.NUM_FRAMES, base_crop=cfg.DATA.TRAIN_CROP_SIZE)
     short = dict(
         short_cycle=mg.SHORT_CYCLE,
-        short_factors=tuple(mg.SHORT_CYCLE_FACTORS),
+        short_factors=short_cycle_factors(cfg),
         short_mode=mg.SHORT_CYCLE_CROP_MODE,
     )
+    _log_raised_factors(mg, short["short_factors"])
     if mg.LONG_CYCLE:
         entries, policy, scale = plan_long_cycle(
             policy,

@@ -131,6 +131,40 @@ def long_cycle_shapes(
     return shapes
 
 
+def resolve_short_factors(
+    factors: Sequence[float], min_map: float, spatial_stride: int, crop: int
+) -> tuple[float, ...]:
+    """Returns the short-cycle factors after the feature-map rule.
+
+    The paper's smallest short-cycle view, 112 px at a 224 px base and a total
+    spatial stride of 32, leaves the last feature map 3.5 px wide (before
+    rounding up). A smaller crop or stride shrinks that map: the demos' 64 px
+    at stride 16 leave 2 px at the factor 0.5. The rule raises the smallest
+    factor to ``min_map * spatial_stride / crop`` where it is below (at most
+    to 1) and moves the other factor with it geometrically (``f ** (log s' /
+    log s)``: 0.707 = 0.5 ** 0.5 stays the square root of the smallest).
+    Where the map is already that wide (224 px at stride 32, or larger) the
+    factors are unchanged.
+
+    Args:
+        factors: MULTIGRID.SHORT_CYCLE_FACTORS.
+        min_map: MULTIGRID.SHORT_CYCLE_MIN_MAP; 0 turns the rule off.
+        spatial_stride: input pixels per pixel of the model's last feature map.
+        crop: DATA.TRAIN_CROP_SIZE.
+
+    Returns:
+        tuple: the factors to train with, in the order given.
+    """
+    smallest = min(factors)
+    wanted = min(1.0, min_map * spatial_stride / float(crop))
+    if min_map <= 0 or smallest >= wanted:
+        return tuple(float(f) for f in factors)
+    if wanted >= 1.0:
+        return tuple(1.0 for _ in factors)
+    power = math.log(wanted) / math.log(smallest)
+    return tuple(round(float(f) ** power, 6) for f in factors)
+
+
 def short_cycle_crops(
     factors: Sequence[float], mode: str, train_crop: int, long_crop: int
 ) -> tuple[int, ...]:
