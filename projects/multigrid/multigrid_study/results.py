@@ -211,6 +211,7 @@ def _interval_cell(mean: Optional[float], interval: Optional[tuple]) -> str:
     """``mean [low, high]``, or the mean alone without an interval."""
     if mean is None:
         return "-"
+    mean = round(mean, 1) or 0.0  # no "-0.0"
     if interval is None:
         return f"{mean:.1f}"
     return f"{mean:.1f} [{interval[1]:.1f}, {interval[2]:.1f}]"

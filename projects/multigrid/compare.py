@@ -1,0 +1,85 @@
+"""Compares kept study results across studies: one table, arms paired by seed.
+
+    python projects/multigrid/compare.py BASELINE_DIR NAME=DIR [NAME=DIR ...]
+
+BASELINE_DIR is a folder of kept results (``results/multigrid_study/<study>``)
+holding the baseline's runs; each ``NAME=DIR`` adds another folder's runs
+under the arm name ``NAME`` (for example the same recipe with one key changed:
+a sweep of ``MULTIGRID.SHORT_CYCLE_FACTORS`` run as one study per value). The
+table is the study's own (``multigrid_study.results.format_table``): each arm's
+mean with its 95% interval over seeds, and its difference to the baseline
+paired by seed (same seed, same test videos). Runs made with another test set
+than the baseline's are refused, so that only paired results are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+from typing import List, Optional
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from multigrid_study.results import aggregate, format_table, metric_key  # noqa: E402
+
+
+def load_folder(folder: str) -> List[dict]:
+    """The results kept in ``folder``, one per ``*.json`` file, by file name."""
+    paths = sorted(glob.glob(os.path.join(folder, "*.json")))
+    if not paths:
+        raise ValueError(f"{folder}: no kept results (*.json) there")
+    results = []
+    for path in paths:
+        with open(path) as f:
+            results.append(json.load(f))
+    return results
+
+
+def combine(baseline_dir: str, arms: List[str]) -> List[dict]:
+    """The baseline's runs of ``baseline_dir`` and each ``NAME=DIR``'s runs
+    (all arms but the baseline) renamed ``NAME``."""
+    results = [r for r in load_folder(baseline_dir) if r["arm"] == "baseline"]
+    if not results:
+        raise ValueError(f"{baseline_dir}: holds no baseline run")
+    videos = {r["test_videos"] for r in results}
+    for spec in arms:
+        name, sep, folder = spec.partition("=")
+        if not sep or not name or not folder:
+            raise ValueError(f"{spec!r}: give arms as NAME=DIR")
+        for result in load_folder(folder):
+            if result["arm"] == "baseline":
+                continue
+            if result["test_videos"] not in videos:
+                raise ValueError(
+                    f"{folder}: {result['arm']} seed {result['seed']} was tested "
+                    f"on {result['test_videos']} videos, the baseline on "
+                    f"{sorted(videos)}: not paired"
+                )
+            results.append(dict(result, arm=name))
+    return results
+
+
+def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("baseline", help="folder of kept results with the baseline")
+    parser.add_argument("arms", nargs="+", help="NAME=DIR: a folder's runs as arm NAME")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[list] = None) -> int:
+    args = parse_args(argv)
+    try:
+        results = combine(args.baseline, args.arms)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    multi_label = any(r.get("test_map") is not None for r in results)
+    rows = aggregate(results, metric_key(multi_label))
+    print(format_table(rows, multi_label), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

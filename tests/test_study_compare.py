@@ -1,0 +1,56 @@
+"""``projects/multigrid/compare.py``: kept results of several studies in one
+table, each arm paired by seed with the baseline's runs."""
+
+import json
+import os
+
+import compare  # projects/multigrid, on the path from conftest
+import pytest
+
+
+def _result(arm, seed, top1, videos=4, correct="1111"):
+    return {
+        "arm": arm, "budget": 1.0, "seed": seed, "test_top1": top1,
+        "test_top5": 100.0, "test_videos": videos, "correct": correct,
+        "epochs": 10, "iterations": 100 if arm == "baseline" else 25,
+        "train_s": 400.0 if arm == "baseline" else 100.0,
+        "data_wait_share": 0.01, "epoch_time_s": None, "train_gflop": None,
+    }  # fmt: skip
+
+
+def _keep(folder, results):
+    os.makedirs(folder, exist_ok=True)
+    for r in results:
+        with open(os.path.join(folder, f"{r['arm']}_s{r['seed']}.json"), "w") as f:
+            json.dump(r, f)
+    return str(folder)
+
+
+def test_arms_from_other_folders_pair_with_the_baseline(tmp_path, capsys):
+    base = _keep(
+        tmp_path / "study",
+        [_result("baseline", 0, 90.0), _result("baseline", 1, 92.0),
+         _result("long_short", 0, 10.0)],
+    )  # fmt: skip
+    swept = _keep(
+        tmp_path / "sweep",
+        [_result("long_short", 0, 91.0), _result("long_short", 1, 92.0)],
+    )
+    assert compare.main([base, f"views={swept}"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "| 1x |" in line]
+    assert [r.split(" | ")[0] for r in rows] == ["| baseline", "| views"]
+    # Differences +1 and 0 over seeds 0 and 1; the study folder's own
+    # long_short run (10%) is not part of the table.
+    assert "+0.5 [-5.9, 6.9]" in rows[1]
+    assert "4.00x" in rows[1]
+
+
+def test_other_test_sets_and_bad_arguments_are_refused(tmp_path, capsys):
+    base = _keep(tmp_path / "study", [_result("baseline", 0, 90.0)])
+    other = _keep(tmp_path / "other", [_result("long_short", 0, 91.0, videos=8)])
+    assert compare.main([base, f"x={other}"]) == 2
+    assert "tested on 8 videos, the baseline on [4]" in capsys.readouterr().err
+    assert compare.main([base, other]) == 2
+    assert "give arms as NAME=DIR" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="no baseline run"):
+        compare.combine(other, [])
