@@ -105,7 +105,7 @@ def test_benchmark_runs_on_tiny_data(tiny_kinetics, tmp_path):
     command = [
         sys.executable, TOOL, "--cfg", CFG,
         "DATA.PATH_TO_DATA_DIR", tiny_kinetics, "DATA.PATH_PREFIX", tiny_kinetics,
-        "TRAIN.BATCH_SIZE", "1",
+        "TRAIN.BATCH_SIZE", "1", "MULTIGRID.SHORT_CYCLE_MIN_MAP", "0",
         "--iters", "2", "--warmup", "1", "--workers", "0", "--cache", "off,on",
         "--stage-items", "2", "--model", "--json", out,
     ]  # fmt: skip
@@ -163,7 +163,8 @@ def test_all_shapes_plan_the_loader_for_every_batch_a_run_trains(
     command = [
         sys.executable, TOOL, "--cfg", CFG,
         "DATA.PATH_TO_DATA_DIR", tiny_kinetics, "DATA.PATH_PREFIX", tiny_kinetics,
-        "TRAIN.BATCH_SIZE", "8", "--iters", "1", "--warmup", "0", "--workers", "0",
+        "TRAIN.BATCH_SIZE", "8", "MULTIGRID.SHORT_CYCLE_MIN_MAP", "0",
+        "--iters", "1", "--warmup", "0", "--workers", "0",
         "--cache", "off", "--stage-items", "2", "--all-shapes",
         "--model-clips-per-s", "100", "--json", out,
     ]  # fmt: skip
@@ -189,6 +190,7 @@ def test_all_shapes_capacity_takes_the_measured_model_speeds(tiny_kinetics, tmp_
     # the model rows keep both; each loader row still finds its model speed.
     factors = [[0.25, 0.7071], [0.5, 0.7071], [1, 0.7071], [1, 1]]
     opts = ["TRAIN.BATCH_SIZE", "8", "MULTIGRID.LONG_CYCLE_FACTORS", str(factors)]
+    opts += ["MULTIGRID.SHORT_CYCLE_MIN_MAP", "0"]  # the paper's 32 / 45 px views
     tool = _load_tool()
     shapes = tool.run_shapes(load_config([CFG], opts))
     kept = [s.kind for s in tool.distinct_clips(shapes)]
