@@ -120,10 +120,9 @@ def run_shapes(cfg: CfgNode) -> List[Shape]:
     base_t, base_s = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
     mg = cfg.MULTIGRID
     seen = {(s.frames, s.crop, s.batch, s.bn_splits) for s in shapes}
+    factors = short_cycle_factors(cfg)
     for long in shapes[: len(mg.LONG_CYCLE_FACTORS)]:
-        crops = short_cycle_crops(
-            short_cycle_factors(cfg), mg.SHORT_CYCLE_CROP_MODE, base_s, long.crop
-        )
+        crops = short_cycle_crops(factors, mg.SHORT_CYCLE_CROP_MODE, base_s, long.crop)
         for j, crop in enumerate(crops):
             size = process_batch(cfg, batch_factor(long.frames, crop, base_t, base_s))
             key = (long.frames, crop, size, long.bn_splits)
