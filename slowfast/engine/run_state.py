@@ -12,10 +12,7 @@ stays the run's log only. It is written whole (a temporary file, then
                 "checkpoint_file": "<size>-<mtime_ns>",
                 "test_settings": "<hash>", "top1_err": 12.5, ...}]}
 
-Epochs are counted from 1, as in ``json_stats.log``. A run directory made
-before this file existed has none: its state is then read from the
-``train_epoch``, ``val_epoch`` and ``test_final`` lines of ``json_stats.log``,
-and the first change writes it here.
+Epochs are counted from 1, as in ``json_stats.log``.
 """
 
 import logging
@@ -25,8 +22,6 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 import simplejson
-
-from slowfast.utils.logging import JSON_STATS_LOG
 
 logger = logging.getLogger(__name__)
 
@@ -100,49 +95,14 @@ def run_state_path(output_dir: str) -> str:
     return os.path.join(output_dir, RUN_STATE_FILE)
 
 
-def _epoch_number(text: object) -> Optional[int]:
-    """``"3/18"`` -> 3; None for anything else."""
-    head = str(text).split("/", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
-def state_from_json_stats(path: str) -> RunState:
-    """The state recorded in an older run's ``json_stats.log`` (its fallback).
-
-    A line cut short by a kill is skipped.
-
-    Args:
-        path: the ``json_stats.log`` file.
-
-    Returns:
-        RunState: its ``train_epoch``, ``val_epoch`` and ``test_final`` lines.
-    """
-    state = RunState()
-    with open(path) as f:
-        for line in f:
-            try:
-                stats = simplejson.loads(line) if line.strip() else {}
-            except ValueError:
-                continue
-            kind = stats.get("_type")
-            epoch = _epoch_number(stats.get("epoch"))
-            if kind == "train_epoch" and epoch is not None:
-                state.trained_epochs.append(epoch)
-            elif kind == "val_epoch" and epoch is not None:
-                state.validated_epochs.append(epoch)
-            elif kind == "test_final":
-                state.tests.append(stats)
-    return state
-
-
 def read_run_state(output_dir: str) -> RunState:
-    """The state of ``output_dir``'s run: run_state.json, else json_stats.log.
+    """The state of ``output_dir``'s run, from its run_state.json.
 
     Args:
         output_dir: the run's OUTPUT_DIR.
 
     Returns:
-        RunState: empty for a new run directory.
+        RunState: empty where there is no run_state.json (a new run directory).
 
     Raises:
         RunStateError: run_state.json exists and is not a state this version
@@ -150,8 +110,7 @@ def read_run_state(output_dir: str) -> RunState:
     """
     path = run_state_path(output_dir)
     if not os.path.exists(path):
-        log = os.path.join(output_dir, JSON_STATS_LOG)
-        return state_from_json_stats(log) if os.path.exists(log) else RunState()
+        return RunState()
     try:
         with open(path) as f:
             data = simplejson.load(f)
@@ -164,8 +123,8 @@ def read_run_state(output_dir: str) -> RunState:
         )
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise RunStateError(
-            f"{path} cannot be read ({err}); move it away to rebuild it from "
-            f"{JSON_STATS_LOG}"
+            f"{path} cannot be read ({err}); move it away (the run then "
+            "resumes from its last checkpoint, validating and testing again)"
         ) from err
 
 

@@ -107,14 +107,7 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     cuda = state.get("cuda")
     if cuda is not None and torch.cuda.is_available():
-        if isinstance(cuda, (list, tuple)):
-            # Older checkpoints hold one state per GPU the process saw: take its
-            # own GPU's (the same index when the layout is the same; a resume
-            # may see fewer GPUs: NUM_GPUS lowered, one GPU per SLURM task).
-            device = torch.cuda.current_device()
-            cuda = cuda[device] if device < len(cuda) else None
-        if cuda is not None:
-            torch.cuda.set_rng_state(cuda)
+        torch.cuda.set_rng_state(cuda)
 
 
 @contextlib.contextmanager
