@@ -28,6 +28,9 @@ setup(
         "dev": [
             "pytest>=7",
             "ruff",
+            # The type check's baseline (tools/dev/mypy_baseline.txt) is this
+            # version's wording.
+            "mypy==2.4.1",
             "submitit",
             "triton>=3.0; platform_system == 'Linux' and platform_machine == 'x86_64'",
         ],

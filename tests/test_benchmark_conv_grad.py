@@ -1,4 +1,4 @@
-"""Tests of tools/benchmark_conv_grad.py: what it records and what it times."""
+"""Tests of tools/dev/benchmark_conv_grad.py: what it records and what it times."""
 
 import math
 import os
@@ -11,7 +11,7 @@ CFG = os.path.join(DEMO, "Kinetics_SLOWFAST_tiny_multigrid.yaml")
 
 
 def test_records_the_convolutions_as_computed_at_every_shape():
-    tool = load_tool("benchmark_conv_grad.py")
+    tool = load_tool("dev/benchmark_conv_grad.py")
     # Batch 2 and width 4 (res5: 128 channels in the slow pathway) stay cheap.
     opts = ["TRAIN.BATCH_SIZE", "2", "RESNET.WIDTH_PER_GROUP", "4"]
     convs = tool.record_convs(load_config([CFG], opts))
@@ -26,7 +26,7 @@ def test_records_the_convolutions_as_computed_at_every_shape():
 
 
 def test_times_both_weight_gradients_where_the_batch_reduction_applies():
-    tool = load_tool("benchmark_conv_grad.py")
+    tool = load_tool("dev/benchmark_conv_grad.py")
     small = ((4, 8, 2, 2, 2), (8, 8, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), 1)
     strided = ((4, 8, 2, 4, 4), (8, 8, 1, 3, 3), (1, 2, 2), (0, 1, 1), (1, 1, 1), 1)
     assert tool._eligible(small) and not tool._eligible(strided)

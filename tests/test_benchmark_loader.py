@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from slowfast.config import load_config
-from slowfast.datasets.demo import make_demo_data
+from slowfast.dataprep.demo import make_demo_data
 from tests.tool_utils import REPO_ROOT, load_tool, tool_path
 
 TOOL = tool_path("benchmark_loader.py")
@@ -46,7 +46,7 @@ def test_multigrid_shapes_follow_the_long_and_short_cycle():
     ],
 )
 def test_run_shapes_are_every_batch_a_multigrid_run_trains(layout, procs):
-    from slowfast.engine.benchmark import run_shapes
+    from slowfast.bench.model_step import run_shapes
     from slowfast.multigrid import MultigridSchedule
 
     config = os.path.join(
@@ -278,7 +278,7 @@ def test_model_rows_time_the_trainers_step_eager_and_compiled(monkeypatch):
     graph and no silent fallback to eager."""
     import torch
 
-    from slowfast.engine import benchmark
+    from slowfast.bench import model_step as benchmark
     from slowfast.engine.loop import StepStats
     from slowfast.engine.step import TrainStep as Step
     from slowfast.models.norm import SubBatchNorm3d
@@ -317,7 +317,7 @@ def test_model_rows_time_the_trainers_step_eager_and_compiled(monkeypatch):
     assert all(row[6] > 0 for row in rows)
     assert torch._dynamo.config.cache_size_limit == 8  # restored
 
-    step = benchmark.TrainStep(cfg)
+    step = benchmark.TimedStep(cfg)
     assert type(step.step) is Step and step.step.model is step.model
     assert step.step.multi_label is False and not step.step.clip
     skipped = StepStats(float("nan"), 0.0, 0.0, 0.0, applied=False)
@@ -325,9 +325,9 @@ def test_model_rows_time_the_trainers_step_eager_and_compiled(monkeypatch):
     with pytest.raises(RuntimeError, match="non-finite training loss"):
         step(*benchmark.synthetic_batch(cfg, shapes[1]))
     with pytest.raises(ValueError, match="CUDA graphs need a GPU"):
-        benchmark.TrainStep(cfg, mode="graphs")
+        benchmark.TimedStep(cfg, mode="graphs")
     with pytest.raises(ValueError, match="step mode 'jit'"):
-        benchmark.TrainStep(cfg, mode="jit")
+        benchmark.TimedStep(cfg, mode="jit")
 
 
 def test_compile_and_graphs_need_a_warm_up_step():

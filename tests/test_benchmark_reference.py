@@ -1,4 +1,4 @@
-"""tools/benchmark_reference.py against a stand-in reference package.
+"""tools/dev/benchmark_reference.py against a stand-in reference package.
 
 The stand-in is a minimal package named ``slowfast`` (a config with a few of
 the reference's keys and a one-layer model registered as the reference's 1.0
@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOL = os.path.join(REPO_ROOT, "tools", "benchmark_reference.py")
+TOOL = os.path.join(REPO_ROOT, "tools", "dev", "benchmark_reference.py")
 CFG = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.yaml")
 
 FILES = {
@@ -106,7 +106,7 @@ def test_bf16_rows_run_ours_under_the_trainers_cpu_autocast():
 
     from tests.tool_utils import load_tool
 
-    tool = load_tool("benchmark_reference.py")
+    tool = load_tool("dev/benchmark_reference.py")
     seen = []
     for precision in ("fp32", "bf16"):
         with tool._autocast(CFG, precision)():

@@ -1,8 +1,8 @@
-"""Tests of the loader capacity arithmetic (slowfast/datasets/capacity.py)."""
+"""Tests of the loader capacity arithmetic (slowfast/bench/capacity.py)."""
 
 import pytest
 
-from slowfast.datasets.capacity import ShapeLoad, capacity_rows, workers_needed
+from slowfast.bench.capacity import ShapeLoad, capacity_rows, workers_needed
 
 
 def _shapes(model=None):

@@ -13,9 +13,9 @@ import pytest
 import torch
 from PIL import Image
 
-from slowfast.datasets.demo import MANIFEST, NUM_CLASSES, get_spec, make_demo_data
-from slowfast.datasets.demo.digits import load_digit_bank
-from slowfast.datasets.demo.render import place_sprite
+from slowfast.dataprep.demo import MANIFEST, NUM_CLASSES, get_spec, make_demo_data
+from slowfast.dataprep.demo.digits import load_digit_bank
+from slowfast.dataprep.demo.render import place_sprite
 from tests.tool_utils import REPO_ROOT, load_tool, tool_path
 
 TOOL = tool_path("make_demo_data.py")

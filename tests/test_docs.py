@@ -9,7 +9,7 @@ import pytest
 
 from tests.tool_utils import REPO_ROOT, load_tool
 
-check_docs = load_tool("check_docs.py")
+check_docs = load_tool("dev/check_docs.py")
 
 # Measurements carry their date and commit; only docs/BENCHMARKS.md holds them.
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
@@ -108,7 +108,11 @@ def test_check_plans_a_study_without_writing(tmp_path, capsys):
 @pytest.mark.slow
 def test_model_zoo_page_is_current():
     done = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "tools", "model_zoo.py"), "--check"],
+        [
+            sys.executable,
+            os.path.join(REPO_ROOT, "tools", "dev", "model_zoo.py"),
+            "--check",
+        ],
         capture_output=True,
         text=True,
     )

@@ -1,4 +1,4 @@
-"""tools/gpu_check.py: the smoke check end to end, its stages' figures, the wheels."""
+"""tools/dev/gpu_check.py: the smoke check end to end, its stages, the wheels."""
 
 import json
 import os
@@ -8,12 +8,12 @@ import zipfile
 
 import pytest
 
-from slowfast.engine import graph_check
+from slowfast.bench import graph_check
 from slowfast.engine.step import TrainStep
 from slowfast.launch.config import load_run_config
 from tests.tool_utils import REPO_ROOT, load_tool
 
-gpu_check = load_tool("gpu_check.py")
+gpu_check = load_tool("dev/gpu_check.py")
 stages = gpu_check._sibling("gpu_check_stages")
 train = gpu_check._sibling("gpu_check_train")
 wheels = gpu_check._sibling("gpu_check_wheels")
@@ -221,14 +221,15 @@ def test_the_check_imports_only_packed_packages():
     code = (
         "import sys, runpy; before = set(sys.modules); "
         "runpy.run_path(sys.argv[1]); runpy.run_path(sys.argv[2]); "
-        "import slowfast.engine.trainer, slowfast.engine.step_cells, "
-        "slowfast.engine.graph_check, slowfast.datasets.demo.footage, "
+        "import slowfast.engine.trainer, slowfast.bench.step_cells, "
+        "slowfast.bench.graph_check, slowfast.dataprep.demo.footage, "
         "slowfast.launch.start, slowfast.launch.preflight, fvcore.nn; "
         "print(' '.join({m.split('.')[0] for m in set(sys.modules) - before}"
         " - set(sys.stdlib_module_names)))"
     )
     tools = [
-        os.path.join(REPO_ROOT, "tools", t) for t in ("run_net.py", "check_split_bn.py")
+        os.path.join(REPO_ROOT, "tools", t)
+        for t in ("run_net.py", "dev/check_split_bn.py")
     ]
     done = subprocess.run(
         [sys.executable, "-c", code, *tools], capture_output=True, text=True, check=True

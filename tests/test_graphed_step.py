@@ -1,7 +1,7 @@
 """TRAIN.CUDA_GRAPHS: refused where it cannot run; BN buffers kept around
 capture and across precise BN.
 
-The graphs themselves need a GPU (tools/check_cuda_graphs.py exercises them
+The graphs themselves need a GPU (tools/dev/check_cuda_graphs.py exercises them
 there); these tests pin what holds on any machine, and the check tool's
 comparison.
 """
@@ -14,8 +14,8 @@ import torch
 from fvcore.nn.precise_bn import update_bn_stats
 from torch import nn
 
+from slowfast.bench import graph_check as checker
 from slowfast.config import ConfigError, load_config
-from slowfast.engine import graph_check as checker
 from slowfast.engine.graphed_step import (
     GraphedTrainStep,
     _bn_state,
@@ -239,7 +239,7 @@ def test_check_tool_sees_one_wrong_tensor_and_keeps_nan():
 
 
 def test_check_tool_says_what_ran_sub_batch_bn_and_needs_a_gpu(monkeypatch, capsys):
-    tool = load_tool("check_cuda_graphs.py")
+    tool = load_tool("dev/check_cuda_graphs.py")
     base = checker.ShapeResult(checker.Shape("base", 8, 64, 16, 1))
     split = checker.ShapeResult(checker.Shape("long 1/4", 2, 45, 128, 16))
     line = tool.header(2, "GPU X", 2e-2, [base, split], triton=True)

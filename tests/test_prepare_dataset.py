@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from slowfast.config import load_config
-from slowfast.datasets.demo.writers import write_jpeg_frames, write_mp4
+from slowfast.dataprep.demo.writers import write_jpeg_frames, write_mp4
 
 from .conftest import REPO_ROOT
 

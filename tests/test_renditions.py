@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from slowfast.dataprep.demo.writers import write_jpeg_frames, write_mp4
+from slowfast.dataprep.prepare.common import reencode
 from slowfast.datasets import SamplingGrid, build_dataset
-from slowfast.datasets.demo.writers import write_jpeg_frames, write_mp4
 from slowfast.datasets.lists import DataError
-from slowfast.datasets.prepare.common import reencode
 from slowfast.datasets.renditions import (
     MANIFEST,
     Renditions,

@@ -11,7 +11,7 @@ from multigrid_study import plan as sp
 from multigrid_study import results as sr
 
 from slowfast.config import load_config
-from slowfast.datasets.demo import make_demo_data
+from slowfast.dataprep.demo import make_demo_data
 from slowfast.engine.meters import TrainMeter, data_wait_text
 
 from .conftest import REPO_ROOT

@@ -17,12 +17,12 @@ def load_tool(filename: str) -> ModuleType:
     """Imports ``tools/<filename>`` as a module (the tools are scripts, not a package).
 
     Args:
-        filename: e.g. "run_net.py".
+        filename: e.g. "run_net.py" or "dev/check_types.py".
 
     Returns:
         ModuleType: the executed module.
     """
-    name = "tool_" + os.path.splitext(filename)[0]
+    name = "tool_" + os.path.splitext(filename)[0].replace("/", "_")
     spec = importlib.util.spec_from_file_location(name, tool_path(filename))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up there

@@ -84,11 +84,11 @@ def training_items(cfg, scales) -> list:
 
 
 def _add(item) -> str:
-    from slowfast.datasets.frames import list_frame_dir
-    from slowfast.datasets.prepare.common import (
+    from slowfast.dataprep.prepare.common import (
         add_frame_renditions,
         add_video_renditions,
     )
+    from slowfast.datasets.frames import list_frame_dir
     from slowfast.datasets.renditions import rendition_path
 
     _, kind, paths, scales = item
@@ -108,8 +108,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    from slowfast.dataprep.prepare.common import run_items, write_failures
     from slowfast.datasets.lists import DataError
-    from slowfast.datasets.prepare.common import run_items, write_failures
     from slowfast.datasets.renditions import write_renditions
     from slowfast.launch.config import load_run_config
 

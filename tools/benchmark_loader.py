@@ -15,7 +15,7 @@ sample of items is also timed in-process, split into decode and transform.
 statistics, backward, SGD update) per shape, alone and fed by the loader
 (loader workers and model share the CPU); alone, with its FLOP rate and
 efficiency relative to the base shape, eager, compiled or CUDA-graphed
-(``--step``; see ``slowfast/engine/benchmark.py``). ``--model-only`` times the
+(``--step``; see ``slowfast/bench/model_step.py``). ``--model-only`` times the
 model alone, on synthetic batches: no data needed. The model runs where the
 trainer runs it (GPU 0 when NUM_GPUS > 0, with TRAIN.MIXED_PRECISION as in
 training); ``--bn sub,plain`` compares multigrid's sub-batch BN with one BN
@@ -41,15 +41,13 @@ from typing import Dict, List, Optional
 import torch
 from fvcore.common.config import CfgNode
 
-from slowfast.datasets import SamplingGrid, construct_loader
-from slowfast.datasets.capacity import (
+from slowfast.bench.capacity import (
     CAPACITY_HEADERS,
     ShapeLoad,
     capacity_rows,
     workers_needed,
 )
-from slowfast.datasets.renditions import suffix
-from slowfast.datasets.timing import (
+from slowfast.bench.loader_timing import (
     Batches,
     ShapeSwitch,
     prefill_cache,
@@ -57,18 +55,20 @@ from slowfast.datasets.timing import (
     time_stages,
     torch_threads,
 )
-from slowfast.engine.benchmark import (
+from slowfast.bench.model_step import (
     MEMORY_FORMATS,
     MODEL_HEADERS,
     PRECISIONS,
     STEP_MODES,
     Shape,
-    TrainStep,
+    TimedStep,
     base_shape_index,
     model_rows,
     multigrid_shapes,
     run_shapes,
 )
+from slowfast.datasets import SamplingGrid, construct_loader
+from slowfast.datasets.renditions import suffix
 from slowfast.launch.config import load_run_config
 from slowfast.utils.table import format_table
 
@@ -81,25 +81,8 @@ def _name_list(text: str) -> List[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    """Parses the command line (config overrides may sit among the options)."""
-    parser = argparse.ArgumentParser(
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--cfg", required=True, help="config file")
-    parser.add_argument("opts", nargs="*", help="config overrides: KEY VALUE ...")
-    parser.add_argument("--workers", type=_int_list, default=[0, 1, 2], help="0,1,2")
-    parser.add_argument("--iters", type=int, default=10, help="timed batches")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed batches first")
-    parser.add_argument("--split", default="train", choices=["train"])
-    parser.add_argument("--cache", default="off", help="frame cache: off, on, off,on")
-    parser.add_argument(
-        "--stage-items",
-        type=int,
-        default=24,
-        help="items for decode/transform (0: skip)",
-    )
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the model rows (``--model``, ``--model-only``)."""
     parser.add_argument("--model", action="store_true", help="time the model too")
     parser.add_argument(
         "--model-only",
@@ -153,8 +136,37 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         "--threads", type=int, default=0, help="model threads (0: torch's)"
     )
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """Parses the command line (config overrides may sit among the options)."""
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--cfg", required=True, help="config file")
+    parser.add_argument("opts", nargs="*", help="config overrides: KEY VALUE ...")
+    parser.add_argument("--workers", type=_int_list, default=[0, 1, 2], help="0,1,2")
+    parser.add_argument("--iters", type=int, default=10, help="timed batches")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed batches first")
+    parser.add_argument("--split", default="train", choices=["train"])
+    parser.add_argument("--cache", default="off", help="frame cache: off, on, off,on")
+    parser.add_argument(
+        "--stage-items",
+        type=int,
+        default=24,
+        help="items for decode/transform (0: skip)",
+    )
+    _add_model_options(parser)
     parser.add_argument("--json", default="", help="also write the results here")
     args = parser.parse_intermixed_args(argv)
+    _check_args(parser, args)
+    args.model = args.model or args.model_only
+    return args
+
+
+def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Rejects option values the benchmark cannot run (``parser.error``)."""
     args.cache = [c.strip() for c in args.cache.split(",") if c.strip()]
     if not args.cache or any(c not in ("off", "on") for c in args.cache):
         parser.error(f"--cache {args.cache}: use off, on or off,on")
@@ -177,8 +189,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
             "--step compile/graphs: --warmup 1 or more (the first step of "
             "each shape compiles or captures)"
         )
-    args.model = args.model or args.model_only
-    return args
 
 
 def distinct_clips(shapes: List[Shape]) -> List[Shape]:
@@ -332,7 +342,7 @@ def run(args: argparse.Namespace, base: CfgNode, shapes: list) -> Dict[str, list
             "FLOP rate relative to the base shape's):"
         )
         print(format_table(MODEL_HEADERS, [_model_cells(r) for r in results["model"]]))
-    step = TrainStep(base) if args.model and not args.model_only else None
+    step = TimedStep(base) if args.model and not args.model_only else None
     results["stages"], results["loader"] = [], []
     for cache in [] if args.model_only else args.cache:
         for workers in args.workers:

@@ -9,7 +9,7 @@
 # torch build for your CUDA first (see INSTALL.md), then run this script.
 #
 # Usage: [TORCH_INDEX_URL=URL] bash tools/install_deps.sh [--dev]
-#        (--dev adds pytest, ruff, submitit and, on Linux x86_64, triton)
+#        (--dev adds pytest, ruff, mypy, submitit and, on Linux x86_64, triton)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python}"

@@ -17,7 +17,7 @@ and EVAL_PERIOD count baseline epochs of training, ``multigrid/periods.py``)
 and the estimated share of precise BN and validation in each run's compute
 (``--val-size`` val videos). Then each arm's training time on one process,
 from per-shape step times: measured ones from the GPU check's JSON
-(``--step-times gpu_check.json``, ``tools/gpu_check.py``), where a shape was
+(``--step-times gpu_check.json``, ``tools/dev/gpu_check.py``), where a shape was
 not measured the base shape's time scaled by the shape's compute, marked
 "est." (``--base-step-ms`` gives that base time without a check). ``--json``
 prints one JSON object instead (no GFLOPs).
@@ -88,7 +88,7 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     parser.add_argument(
         "--step-times",
         default="",
-        help="the GPU check's JSON (tools/gpu_check.py): measured step times",
+        help="the GPU check's JSON (tools/dev/gpu_check.py): measured step times",
     )
     parser.add_argument(
         "--step-config",
@@ -174,7 +174,7 @@ def format_work(work: dict, cfg) -> str:
 
 TIME_HINT = (
     "training time: not estimated; give --step-times (the JSON of "
-    "tools/gpu_check.py) or --base-step-ms"
+    "tools/dev/gpu_check.py) or --base-step-ms"
 )
 
 

@@ -99,11 +99,8 @@ def _renditions(parser, text: str) -> List[float]:
 
 def verify(cfg_file: str, out: str, dataset: str, splits: List[str]) -> int:
     """Checks the prepared splits; returns the number of problems."""
-    from slowfast.datasets.verify import verify_split
+    from slowfast.dataprep.verify import print_reports, verify_split
     from slowfast.launch.config import load_run_config
-
-    sys.path.insert(0, os.path.join(REPO, "tools"))
-    from verify_dataset import print_reports
 
     opts = ["DATA.PATH_TO_DATA_DIR", out, "DATA.PATH_PREFIX", out, "NUM_GPUS", "0"]
     opts += ["TRAIN.DATASET", dataset, "TEST.DATASET", dataset]
@@ -117,8 +114,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    from slowfast.datasets.prepare import charades, kinetics, ssv2
-    from slowfast.datasets.prepare.common import write_failures
+    from slowfast.dataprep.prepare import charades, kinetics, ssv2
+    from slowfast.dataprep.prepare.common import write_failures
 
     for option, folder in (
         ("--annotations", args.annotations),

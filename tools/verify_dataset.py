@@ -13,10 +13,10 @@ import argparse
 import logging
 import os
 import sys
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 from slowfast.config import ConfigError
-from slowfast.datasets.verify import SplitReport, default_splits, verify_split
+from slowfast.dataprep.verify import default_splits, print_reports, verify_split
 from slowfast.launch.config import load_run_config
 from slowfast.launch.parser import reject_options_among_overrides
 
@@ -62,25 +62,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     reject_options_among_overrides(parser, args.opts)
     return args
-
-
-def print_reports(reports: List[SplitReport], out=None) -> None:
-    """Prints the summary table and every bad entry (to ``out``, default stdout)."""
-    out = sys.stdout if out is None else out
-    print(
-        f"{'split':<6} {'dataset':<9} {'entries':>8} {'bad':>6} {'warn':>5}  source",
-        file=out,
-    )
-    for r in reports:
-        print(
-            f"{r.split:<6} {r.dataset:<9} {r.entries:>8} {len(r.problems):>6} "
-            f"{len(r.warnings):>5}  {r.source}",
-            file=out,
-        )
-    for kind, attr in (("BAD", "problems"), ("WARNING", "warnings")):
-        for r in reports:
-            for p in getattr(r, attr):
-                print(f"{kind} [{r.split}] {p.path}: {p.reason}", file=out)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

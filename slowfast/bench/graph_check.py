@@ -1,11 +1,11 @@
 """Trains the eager and the CUDA-graph step side by side and compares them.
 
-Used by ``tools/check_cuda_graphs.py``. Two copies of the config's model
+Used by ``tools/dev/check_cuda_graphs.py``. Two copies of the config's model
 (sub-batch BN layers, memory format and precision as a multigrid run has them)
 train on the same synthetic batches: one with the eager step
 (``engine/step.py``), one with the graphed step (``engine/graphed_step.py``,
 one CUDA graph per batch shape). Every round visits every batch shape a
-multigrid run trains (``engine.benchmark.run_shapes``, and the base shape with
+multigrid run trains (``bench.model_step.run_shapes``, and the base shape with
 one BN split when no shape has one: a baseline's native batch norm), in
 another order each round, so that graphs replay in another order than
 captured. Before each step the graphed copy gets the eager copy's state
@@ -33,7 +33,7 @@ from typing import Callable, Dict, List, Sequence
 import torch
 from fvcore.common.config import CfgNode
 
-from slowfast.engine.benchmark import (
+from slowfast.bench.model_step import (
     Shape,
     base_shape_index,
     run_shapes,

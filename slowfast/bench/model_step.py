@@ -145,7 +145,7 @@ def base_shape_index(cfg: CfgNode, shapes: Sequence[Shape]) -> int:
 PRECISIONS = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-# How ``TrainStep`` runs forward and backward (``--step`` of the benchmark tool).
+# How ``TimedStep`` runs forward and backward (``--step`` of the benchmark tool).
 STEP_MODES = ("eager", "compile", "graphs")
 
 
@@ -165,7 +165,7 @@ def compile_limits(graphs: int) -> ContextManager:
     return config.patch(**limits)
 
 
-class TrainStep:
+class TimedStep:
     """The trainer's training step on the config's model, for timing.
 
     The model is built by ``build_model`` (its memory format included) with
@@ -298,7 +298,7 @@ def format_cfg(cfg: CfgNode, memory_format: str) -> CfgNode:
 
 def time_steps(
     cfg: CfgNode,
-    steps: Sequence[TrainStep],
+    steps: Sequence[TimedStep],
     shapes: Sequence[Shape],
     warmup: int,
     iters: int,
@@ -347,7 +347,7 @@ def model_rows(
 
     The variants are every memory format with every BN variant ("sub": the
     shape's multigrid BN splits; "plain": one BN group per batch), precision
-    (None: the config's) and step mode (``STEP_MODES``, see ``TrainStep``).
+    (None: the config's) and step mode (``STEP_MODES``, see ``TimedStep``).
 
     ms/step is the median over ``iters`` steps, spread its range (max - min)
     in percent of it; GFLOP/clip the fvcore forward count of one clip (eval
@@ -362,7 +362,7 @@ def model_rows(
         for bn in bn_variants
     ]
     steps = [
-        TrainStep(format_cfg(cfg, v.memory_format), v.plain_bn, v.precision, v.mode)
+        TimedStep(format_cfg(cfg, v.memory_format), v.plain_bn, v.precision, v.mode)
         for v in variants
     ]
     flops = [gflops(steps[0].model, cfg, s.frames, s.crop) for s in shapes]

@@ -1,6 +1,6 @@
-"""The model step of ``engine/benchmark.py``, one (variant, shape) cell at a time.
+"""The model step of ``bench/model_step.py``, one (variant, shape) cell at a time.
 
-Used by ``tools/gpu_check.py``. Where ``benchmark.model_rows`` times every
+Used by ``tools/dev/gpu_check.py``. Where ``benchmark.model_rows`` times every
 variant and shape round-robin in one go, :func:`measure_cells` times each cell
 on its own (``benchmark.time_steps`` with one step and one shape), so that a
 shape that runs out of GPU memory is that cell's result ("oom") and the
@@ -22,9 +22,9 @@ import torch
 from fvcore.common.config import CfgNode
 from torch import nn
 
-from slowfast.engine.benchmark import (
+from slowfast.bench.model_step import (
     Shape,
-    TrainStep,
+    TimedStep,
     Variant,
     compile_limits,
     format_cfg,
@@ -113,7 +113,7 @@ def _free(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def _measure(cfg: CfgNode, step: TrainStep, cell: Cell, warmup: int, iters: int):
+def _measure(cfg: CfgNode, step: TimedStep, cell: Cell, warmup: int, iters: int):
     """Times ``cell`` with ``step``; fills its status, times, memory, BN paths."""
     device = step.device
     paths: Dict[str, str] = {}
@@ -150,7 +150,7 @@ def _variant_cells(cfg, variant, shapes, warmup, iters, flops, on_cell) -> list:
             if step is None:
                 v = variant
                 vcfg = format_cfg(cfg, v.memory_format)
-                step = TrainStep(vcfg, v.plain_bn, v.precision, v.mode)
+                step = TimedStep(vcfg, v.plain_bn, v.precision, v.mode)
             if not flops:
                 flops += [gflops(step.model, cfg, s.frames, s.crop) for s in shapes]
             _measure(cfg, step, cell, warmup, iters)
@@ -179,7 +179,7 @@ def measure_cells(
     """Times every variant at every shape, one cell at a time.
 
     Args:
-        cfg: the config (its model, device and precision, as ``TrainStep``).
+        cfg: the config (its model, device and precision, as ``TimedStep``).
         variants: the steps to time; each is built once and rebuilt after a
             cell that did not finish.
         shapes: the batch shapes (``benchmark.multigrid_shapes``).

@@ -9,6 +9,7 @@ module decodes the videos they name.
 """
 
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -178,3 +179,22 @@ def default_splits(cfg: CfgNode) -> List[str]:
     ):
         splits.append("test")
     return splits
+
+
+def print_reports(reports: List[SplitReport], out=None) -> None:
+    """Prints the summary table and every bad entry (to ``out``, default stdout)."""
+    out = sys.stdout if out is None else out
+    print(
+        f"{'split':<6} {'dataset':<9} {'entries':>8} {'bad':>6} {'warn':>5}  source",
+        file=out,
+    )
+    for r in reports:
+        print(
+            f"{r.split:<6} {r.dataset:<9} {r.entries:>8} {len(r.problems):>6} "
+            f"{len(r.warnings):>5}  {r.source}",
+            file=out,
+        )
+    for kind, attr in (("BAD", "problems"), ("WARNING", "warnings")):
+        for r in reports:
+            for p in getattr(r, attr):
+                print(f"{kind} [{r.split}] {p.path}: {p.reason}", file=out)

@@ -90,7 +90,7 @@ class GraphedTrainStep(TrainStep):
                 "TRAIN.CUDA_GRAPHS under DDP over %d process(es): forward and backward "
                 "replayed from graphs, gradients averaged after each replay in "
                 "one all-reduce per dtype (this path has not yet run on a GPU: "
-                "tools/check_cuda_graphs.py compares it with the eager step)",
+                "tools/dev/check_cuda_graphs.py compares it with the eager step)",
                 self.ctx.world_size,
             )
 

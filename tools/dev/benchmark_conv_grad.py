@@ -13,7 +13,7 @@ what ``small_map_conv.conv3d`` decides by (MAX_OUTPUT_POSITIONS); the other
 convolutions are a row of their own, timed oneDNN's way only.
 
 Example:
-    python tools/benchmark_conv_grad.py \
+    python tools/dev/benchmark_conv_grad.py \
         --cfg configs/Demo/Kinetics_SLOWFAST_tiny_multigrid.yaml \
         configs/Demo/Kinetics_I3D_tiny_multigrid.yaml \
         configs/Demo/Kinetics_I3D_NLN_tiny_multigrid.yaml
@@ -29,8 +29,8 @@ import torch
 from fvcore.common.config import CfgNode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from slowfast.bench.model_step import TimedStep, multigrid_shapes, synthetic_batch
 from slowfast.config import load_config
-from slowfast.engine.benchmark import TrainStep, multigrid_shapes, synthetic_batch
 from slowfast.models.small_map_conv import (
     MAX_OUTPUT_POSITIONS,
     batch_reduced_weight_grad,
@@ -59,7 +59,7 @@ class _RecordConvs(TorchDispatchMode):
 
 def record_convs(cfg: CfgNode) -> Set[Conv]:
     """The distinct 3D convolutions of the config's model over its shapes."""
-    step = TrainStep(cfg)
+    step = TimedStep(cfg)
     recorder = _RecordConvs()
     for shape in multigrid_shapes(cfg):
         step.set_shape(shape)

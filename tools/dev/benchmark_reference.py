@@ -25,7 +25,7 @@ counts and state-dict shapes):
 
     pip download --no-deps pyslowfast==1.0 -d /tmp/ref
     unzip -q /tmp/ref/pyslowfast-1.0-py3-none-any.whl -d /tmp/ref/pyslowfast
-    python tools/benchmark_reference.py --reference /tmp/ref/pyslowfast \
+    python tools/dev/benchmark_reference.py --reference /tmp/ref/pyslowfast \
         --cfg configs/Kinetics/I3D_8x8_R50.yaml --batch 2 --iters 3 \
         --memory-format contiguous,channels_last_3d --precision fp32,bf16
 """

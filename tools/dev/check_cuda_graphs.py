@@ -6,7 +6,7 @@ batches, one with the eager step and one with the graphed step, at every batch
 shape a multigrid run trains, in another order each round; the tool prints
 per shape how far the graphed step's loss, gradients, BN statistics, weight
 updates and GradScaler scale are from the eager step's (how:
-``slowfast/engine/graph_check.py``). The header says whether sub-batch BN ran
+``slowfast/bench/graph_check.py``). The header says whether sub-batch BN ran
 in the Triton kernels (without Triton: native BN).
 
 Exit status: 0 when every step agrees, 1 when one differs (a step that fails
@@ -14,7 +14,8 @@ outright stops the tool with its traceback), 2 without a GPU or with a bad
 config.
 
 Example (on a GPU):
-    python tools/check_cuda_graphs.py --cfg configs/Demo/SSv2_I3D_R50_study_gpu_5k.yaml
+    python tools/dev/check_cuda_graphs.py \
+        --cfg configs/Demo/SSv2_I3D_R50_study_gpu_5k.yaml
 """
 
 import argparse
@@ -23,7 +24,7 @@ from typing import List, Optional, Sequence
 
 import torch
 
-from slowfast.engine.graph_check import (
+from slowfast.bench.graph_check import (
     TOLERANCE,
     ShapeResult,
     check,

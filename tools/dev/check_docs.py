@@ -2,7 +2,7 @@
 """Checks the commands in the documents' ``bash`` code blocks against the code.
 
 Usage:
-    python tools/check_docs.py [--run] [DOC.md ...]
+    python tools/dev/check_docs.py [--run] [DOC.md ...]
 
 Every command of every ```` ```bash ```` block (continuation lines joined,
 ``&&``/``;``/``|`` chains split) is checked as follows:
@@ -43,7 +43,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterator, List, Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOCS = [
     "README.md",
     "INSTALL.md",

@@ -15,7 +15,7 @@ path through native batch norm (the format round trip). CUDA events, median of
 ``--iters`` after ``--warmup``.
 
 Example (on a GPU):
-    python tools/check_split_bn.py --bench
+    python tools/dev/check_split_bn.py --bench
 """
 
 import argparse

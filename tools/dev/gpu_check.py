@@ -8,15 +8,15 @@ Stages, in order of value, each in a process of its own and with its own cap
 1. ``environment``: GPU, driver and CUDA, Python, torch, Triton, CPUs, commit.
 2. ``split_bn``: sub-batch BN's Triton kernels against the reference
    computation, fp32 / fp16 / bf16 in both memory formats
-   (``tools/check_split_bn.py``).
+   (``tools/dev/check_split_bn.py``).
 3. ``model_step``: the training step of SlowFast and I3D R50 multigrid (8
    clips at the base shape, one GPU) at every multigrid shape: sub-batch
    against plain BN, eager against CUDA graphs; ms per step, efficiency
    (FLOP rate relative to plain BN's graphed step at the base shape), peak
    memory, the path of the BN layers; "oom" where a shape does not fit
-   (``engine/benchmark.py``, ``engine/step_cells.py``).
+   (``bench/model_step.py``, ``bench/step_cells.py``).
 4. ``graphs``: graphed against eager training at those configs' shapes:
-   losses, gradients, BN statistics, weights (``engine/graph_check.py``).
+   losses, gradients, BN statistics, weights (``bench/graph_check.py``).
 5. ``train``: short I3D R50 multigrid trainings from generated JPEG frame
    folders, CUDA graphs off and on, in one process and under torchrun with
    one process: ms per iteration and data wait per shape
@@ -38,9 +38,9 @@ machine's Python), and gives its processes the checkout and those on their
 path: nothing is installed.
 
 Examples:
-    python tools/gpu_check.py --pack-wheels --python-version 3.10
-    python tools/gpu_check.py --out gpu_check
-    python tools/gpu_check.py --smoke --out /tmp/gpu_check_smoke
+    python tools/dev/gpu_check.py --pack-wheels --python-version 3.10
+    python tools/dev/gpu_check.py --out gpu_check
+    python tools/dev/gpu_check.py --smoke --out /tmp/gpu_check_smoke
 """
 
 import argparse
@@ -55,7 +55,7 @@ import time
 from typing import List, Optional, Tuple
 
 TOOLS = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.dirname(TOOLS)
+REPO_ROOT = os.path.dirname(os.path.dirname(TOOLS))
 STAGES = ("environment", "split_bn", "model_step", "graphs", "train", "compile")
 # Each stage's cap as a share of --budget; compile gets what is left.
 SHARES = {"environment": 0.04, "split_bn": 0.14, "model_step": 0.27}
@@ -249,7 +249,7 @@ def _lacking(modules: List[str]) -> str:
     version = "{}.{}".format(*sys.version_info[:2])
     return (
         f"{', '.join(modules)} missing for Python {version} and not in "
-        ".gpu_wheels/: run python tools/gpu_check.py --pack-wheels "
+        ".gpu_wheels/: run python tools/dev/gpu_check.py --pack-wheels "
         f"--python-version {version} where pip reaches a package index, and "
         "copy .gpu_wheels/ into this checkout"
     )

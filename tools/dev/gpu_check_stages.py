@@ -1,11 +1,11 @@
-"""The stages of ``tools/gpu_check.py``, each run in a process of its own.
+"""The stages of ``tools/dev/gpu_check.py``, each run in a process of its own.
 
-``python tools/gpu_check.py --stage NAME --out DIR --seconds CAP [--smoke]``
+``python tools/dev/gpu_check.py --stage NAME --out DIR --seconds CAP [--smoke]``
 runs one stage here and rewrites ``DIR/stages/NAME.json`` (atomically) as it
 goes, so that a stage stopped at its cap still leaves what it measured. The
-stages drive what exists: ``tools/check_split_bn.py`` (``check_cases``),
-``engine/benchmark.py`` through ``engine/step_cells.py`` (the model step per
-multigrid shape), ``engine/graph_check.py`` (graphed against eager training)
+stages drive what exists: ``tools/dev/check_split_bn.py`` (``check_cases``),
+``bench/model_step.py`` through ``bench/step_cells.py`` (the model step per
+multigrid shape), ``bench/graph_check.py`` (graphed against eager training)
 and, in ``gpu_check_train.py``, ``tools/run_net.py``. Only the standard
 library is imported at the top: ``gpu_check.py`` loads this file before the
 packed wheels are on the path.
@@ -22,7 +22,7 @@ import time
 from types import ModuleType
 from typing import Dict, List, Optional, Union
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = (
     "configs/Kinetics/SLOWFAST_8x8_R50_multigrid.yaml",
     "configs/Kinetics/I3D_8x8_R50_multigrid.yaml",
@@ -140,7 +140,7 @@ def load_tool(filename: str) -> ModuleType:
     """
     name = "gpu_check_" + os.path.splitext(filename)[0]
     spec = importlib.util.spec_from_file_location(
-        name, os.path.join(REPO_ROOT, "tools", filename)
+        name, os.path.join(REPO_ROOT, "tools", "dev", filename)
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -241,7 +241,7 @@ def stage_split_bn(stage: Stage) -> None:
 
 def _cell_rows(cells: list, base: int) -> List[dict]:
     """Cells as JSON rows, efficiency relative to the first variant's base shape."""
-    from slowfast.engine.step_cells import efficiency
+    from slowfast.bench.step_cells import efficiency
 
     reference = cells[base] if len(cells) > base and cells[base].ms else None
     ratios = efficiency(cells, reference) if reference else [None] * len(cells)
@@ -273,9 +273,9 @@ def measure_configs(stage: Stage, variants: list, steps: tuple) -> None:
             the reference of the efficiency.
         steps: (warm-up, timed) steps per cell.
     """
-    from slowfast.engine.benchmark import base_shape_index, multigrid_shapes
+    from slowfast.bench.model_step import base_shape_index, multigrid_shapes
+    from slowfast.bench.step_cells import measure_cells
     from slowfast.engine.memory_format import choose_channels_last
-    from slowfast.engine.step_cells import measure_cells
 
     results: Dict[str, dict] = {}
     lines, counts = [], {"ok": 0, "oom": 0, "failed": 0}
@@ -308,7 +308,7 @@ def measure_configs(stage: Stage, variants: list, steps: tuple) -> None:
 
 def stage_model_step(stage: Stage) -> None:
     """Sub-batch against plain BN, eager against graphed, per multigrid shape."""
-    from slowfast.engine.benchmark import Variant
+    from slowfast.bench.model_step import Variant
 
     reason = stage.unavailable("the real-scale model step needs a GPU")
     if reason:
@@ -324,7 +324,7 @@ def stage_model_step(stage: Stage) -> None:
 
 def stage_compile(stage: Stage) -> None:
     """torch.compile of the step (sub and plain BN), plain BN graphed as reference."""
-    from slowfast.engine.benchmark import Variant
+    from slowfast.bench.model_step import Variant
 
     reason = stage.unavailable("the compiled step needs a GPU")
     if reason:
@@ -363,7 +363,7 @@ def stage_graphs(stage: Stage) -> None:
     reason = stage.unavailable("CUDA graphs need a GPU")
     if reason:
         return stage.skip(reason)
-    from slowfast.engine.graph_check import TOLERANCE, check, failures, table
+    from slowfast.bench.graph_check import TOLERANCE, check, failures, table
 
     split_bn = split_bn_path()
     results: Dict[str, dict] = {}

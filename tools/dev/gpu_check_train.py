@@ -1,7 +1,7 @@
-"""The ``train`` stage of ``tools/gpu_check.py``: short multigrid trainings.
+"""The ``train`` stage of ``tools/dev/gpu_check.py``: short multigrid trainings.
 
 I3D R50 multigrid (the tiny I3D demo under ``--smoke``) trains from generated
-JPEG frame folders (``datasets/demo/footage.make_frame_footage``) through
+JPEG frame folders (``dataprep/demo/footage.make_frame_footage``) through
 ``tools/run_net.py``, four times: CUDA graphs off and on, in one process and
 under ``torchrun`` with one process (DistributedDataParallel, as on several
 GPUs: each run's ``ddp`` says whether the trainer wrapped its model). Each
@@ -70,7 +70,7 @@ def make_data(stage: Stage) -> dict:
         dict: the data's figures: folder (relative to ``--out``), clips
         listed, distinct clips, frames, renditions, seconds taken.
     """
-    from slowfast.datasets.demo.footage import FootageSpec, make_frame_footage
+    from slowfast.dataprep.demo.footage import FootageSpec, make_frame_footage
     from slowfast.datasets.renditions import DEFAULT_SCALES
 
     clips, repeats, seconds, width, height = SMOKE_DATA if stage.smoke else FULL_DATA

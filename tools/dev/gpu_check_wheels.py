@@ -1,4 +1,4 @@
-"""The wheels ``tools/gpu_check.py`` needs beyond PyTorch and Triton.
+"""The wheels ``tools/dev/gpu_check.py`` needs beyond PyTorch and Triton.
 
 ``pack`` (on a machine with a package index) writes them into ``.gpu_wheels/``
 of the checkout, for the GPU machine's Python: fvcore and iopath, which PyPI
@@ -18,7 +18,7 @@ import sys
 import zipfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FOLDER = os.path.join(REPO_ROOT, ".gpu_wheels")
 # What the check imports beyond torch and triton (pip adds their dependencies).
 REQUIREMENTS = ("fvcore", "iopath", "numpy", "Pillow", "PyYAML", "simplejpeg")
@@ -59,7 +59,7 @@ def pack(python_version: str, folder: str = FOLDER) -> int:
     print(
         f"{len(wheels)} wheels, {size / 2**20:.1f} MiB in {folder}; copy the "
         "checkout with this folder to the GPU machine and run "
-        "python tools/gpu_check.py --out DIR there"
+        "python tools/dev/gpu_check.py --out DIR there"
     )
     return 0
 

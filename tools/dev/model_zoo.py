@@ -2,8 +2,8 @@
 """Writes the model-zoo table (docs/MODEL_ZOO.md) from the configs and their data.
 
 Usage:
-    python tools/model_zoo.py            # (re)write docs/MODEL_ZOO.md
-    python tools/model_zoo.py --check    # exit 1 when docs/MODEL_ZOO.md is stale
+    python tools/dev/model_zoo.py            # (re)write docs/MODEL_ZOO.md
+    python tools/dev/model_zoo.py --check    # exit 1 when docs/MODEL_ZOO.md is stale
 
 Every YAML file under ``configs/`` gets a row: its model, input, test views,
 parameters and GFLOPs of one test view (counted on the model the config builds,
@@ -26,7 +26,7 @@ from slowfast.config import load_config
 from slowfast.models import build_model
 from slowfast.models.model_stats import gflops, params_count
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = os.path.join(ROOT, "configs")
 DATA = os.path.join(ROOT, "docs", "model_zoo.yaml")
 OUTPUT = os.path.join(ROOT, "docs", "MODEL_ZOO.md")
@@ -45,7 +45,7 @@ section 11). Multigrid configs train with the long and short cycles
 (`MULTIGRID.LONG_CYCLE`, `MULTIGRID.SHORT_CYCLE`); their models are their
 baselines'.
 
-This page is written by `python tools/model_zoo.py` from the configs and
+This page is written by `python tools/dev/model_zoo.py` from the configs and
 `docs/model_zoo.yaml`; do not edit it by hand.
 """
 
@@ -190,7 +190,9 @@ def main(argv: Optional[list] = None) -> int:
     if args.check:
         current = open(OUTPUT).read() if os.path.isfile(OUTPUT) else ""
         if current != page:
-            print(f"{OUTPUT} is stale: run python tools/model_zoo.py", file=sys.stderr)
+            print(
+                f"{OUTPUT} is stale: run python tools/dev/model_zoo.py", file=sys.stderr
+            )
             return 1
         print(f"{OUTPUT} is up to date")
         return 0

@@ -192,7 +192,7 @@ def write_frame_folder(out: str, video: str, name: str, scales) -> str:
     """
     import av
 
-    from slowfast.datasets.demo.writers import write_jpeg_frames
+    from slowfast.dataprep.demo.writers import write_jpeg_frames
 
     folder = f"videos/{name}"
     done = os.path.join(out, folder, ".complete")
@@ -230,7 +230,7 @@ def make_footage(
     Returns:
         list: the clip files written (existing ones are kept).
     """
-    from slowfast.datasets.demo.writers import write_kinetics_list
+    from slowfast.dataprep.demo.writers import write_kinetics_list
     from slowfast.datasets.renditions import DEFAULT_SCALES, write_renditions
 
     written = []
@@ -272,7 +272,7 @@ def make_footage(
 
 def _frame_clip(out: str, spec: FootageSpec, scales, seed: int, index: int) -> str:
     """Renders clip ``index`` into ``out/videos/footageNNNNN`` (and renditions)."""
-    from slowfast.datasets.demo.writers import write_jpeg_frames
+    from slowfast.dataprep.demo.writers import write_jpeg_frames
 
     folder = f"videos/footage{index:05d}"
     frames = render(seed * 100003 + index, spec)
@@ -312,8 +312,8 @@ def make_frame_footage(
     Returns:
         int: the clips listed in ``train.csv``.
     """
-    from slowfast.datasets.demo.generate import _map_videos
-    from slowfast.datasets.demo.writers import write_kinetics_list
+    from slowfast.dataprep.demo.generate import _map_videos
+    from slowfast.dataprep.demo.writers import write_kinetics_list
     from slowfast.datasets.renditions import write_renditions
 
     manifest = os.path.join(out, "footage.json")

@@ -207,7 +207,7 @@ def _write_outputs(src: str, plan) -> None:
     """Encodes ``plan``'s outputs from ``src`` and moves them in place, the
     first listed last (once it exists, the others do); no partial files are
     left behind."""
-    from slowfast.datasets.demo.writers import pick_codec
+    from slowfast.dataprep.demo.writers import pick_codec
 
     outputs: list = []
     try:
@@ -323,7 +323,7 @@ def video_to_frames(item: tuple) -> List[str]:
     Returns:
         list[str]: the frame paths relative to the output folder.
     """
-    from slowfast.datasets.demo.writers import write_jpeg_frames
+    from slowfast.dataprep.demo.writers import write_jpeg_frames
 
     video_id, src, out, fps, pattern, scales = item
     folder = f"frames/{video_id}"
@@ -356,7 +356,7 @@ def add_frame_renditions(
     """
     from PIL import Image
 
-    from slowfast.datasets.demo.writers import save_jpeg_rendition
+    from slowfast.dataprep.demo.writers import save_jpeg_rendition
     from slowfast.datasets.frames import load_image
     from slowfast.datasets.renditions import rendition_path
 

@@ -18,7 +18,7 @@ import json
 import os
 from typing import Dict, List, Sequence, Tuple
 
-from slowfast.datasets.prepare.common import (
+from slowfast.dataprep.prepare.common import (
     Prepared,
     index_files,
     reencode,
@@ -130,6 +130,6 @@ def prepare(
 
 
 def _write_list(out: str, split: str, rows: List[Tuple[str, int]]) -> None:
-    from slowfast.datasets.demo.writers import write_kinetics_list
+    from slowfast.dataprep.demo.writers import write_kinetics_list
 
     write_kinetics_list(os.path.join(out, f"{split}.csv"), rows)

@@ -13,7 +13,7 @@ import os
 import shutil
 from typing import Sequence
 
-from slowfast.datasets.prepare.common import (
+from slowfast.dataprep.prepare.common import (
     Prepared,
     index_files,
     run_items,
@@ -37,7 +37,7 @@ def prepare(
     renditions: Sequence[float] = (),
 ) -> Prepared:
     """Prepares SSv2: frames, frame lists, renditions and the JSON files."""
-    from slowfast.datasets.demo.writers import frame_list_rows, write_frame_list
+    from slowfast.dataprep.demo.writers import frame_list_rows, write_frame_list
     from slowfast.datasets.renditions import write_renditions
 
     os.makedirs(out, exist_ok=True)
