@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from .conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT
 
 LAYERS = [
     "utils", "config", "solver", "models", "datasets",

@@ -1,0 +1,257 @@
+"""tools/dev/gpu_check.py: the smoke check end to end, its stages, the wheels."""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from slowfast.bench import graph_check
+from slowfast.engine.step import TrainStep
+from slowfast.launch.config import load_run_config
+from tests.helpers.tool_utils import REPO_ROOT, load_tool
+
+gpu_check = load_tool("dev/gpu_check.py")
+stages = gpu_check._sibling("gpu_check_stages")
+train = gpu_check._sibling("gpu_check_train")
+wheels = gpu_check._sibling("gpu_check_wheels")
+
+
+@pytest.mark.slow
+def test_smoke_check_writes_every_stage(tmp_path):
+    out = tmp_path / "check"
+    assert gpu_check.main(["--smoke", "--out", str(out)]) == 0
+    report = json.loads((out / "gpu_check.json").read_text())
+    env = report["environment"]
+    assert env["status"] == "ok" and env["smoke"] and env["cpus"] >= 1
+    assert env["torch"] and env["gpus"] == 0 and env["gpu"] is None
+    assert list(report["stages"]) == list(gpu_check.STAGES[1:])
+    for name in ("split_bn", "graphs", "compile"):  # GPU only, or minutes on a CPU
+        skipped = report["stages"][name]
+        assert skipped["status"] == "skipped"
+        assert skipped["reason"] == stages.SMOKE_SKIPS[name]
+    steps = report["stages"]["model_step"]
+    assert steps["status"] == "ok" and steps["seconds"] > 0
+    assert set(steps["configs"]) == {
+        "Kinetics_SLOWFAST_tiny_multigrid",
+        "Kinetics_I3D_tiny_multigrid",
+    }
+    for entry in steps["configs"].values():
+        cells = entry["cells"]
+        assert len(cells) == 2 * 6  # plain and sub-batch BN, eager, at 6 shapes
+        assert all(c["status"] == "ok" and c["ms"] > 0 for c in cells)
+        base = [c for c in cells if c["shape"] == entry["base_shape"]]
+        assert base[0]["variant"] == entry["reference"] == "plain BN, eager"
+        assert base[0]["efficiency"] == 1.0
+        for cell in cells:
+            paths = set(cell["bn_paths"])
+            split = cell["bn"] == "sub" and cell["bn_splits"] > 1
+            assert paths == ({"native"} if split else {"batch_norm"}), cell
+    runs = report["stages"]["train"]["runs"]
+    assert report["stages"]["train"]["status"] == "ok"
+    for key, launcher, graphs in train.RUNS:
+        run = runs[key]
+        assert run["launcher"] == launcher and run["cuda_graphs"] == graphs
+        if graphs:  # the trainer refuses CUDA graphs on the CPU
+            assert run["status"] == "skipped" and "CUDA_GRAPHS" in run["reason"]
+            continue
+        assert run["status"] == "ok" and run["exit_status"] == 0
+        assert run["ddp"] == (launcher == "torchrun"), run  # world size 1 there
+        assert run["iters"] == sum(s["iters"] for s in run["shapes"].values()) == 17
+        assert "16x2x16" in run["shapes"]  # the coarsest long-cycle shape
+        assert 0 <= run["data_wait"] <= 1
+    left = [p for p in out.rglob("*.tmp")]
+    assert not left  # every JSON file written whole
+
+
+def _stage(tmp_path, name):
+    return stages.Stage(name, str(tmp_path), 300, smoke=False)
+
+
+def _figures(tmp_path, name):
+    return json.loads((tmp_path / "stages" / f"{name}.json").read_text())
+
+
+def test_split_bn_stage_counts_cases_and_the_worst_error(tmp_path, monkeypatch):
+    cases = [
+        {"dtype": "fp16", "errors": {"y": 1e-3, "dx": 2e-3}, "tolerance": 4e-2},
+        {"dtype": "bf16", "errors": {"y": 0.72, "dx": float("nan")}, "tolerance": 0.24},
+    ]
+    for case in cases:
+        case["ok"] = case["dtype"] == "fp16"
+
+    class Tool:
+        @staticmethod
+        def check_cases(device):
+            yield from cases
+
+    monkeypatch.setattr(stages.Stage, "unavailable", lambda self, why: None)
+    monkeypatch.setattr(stages, "_triton_version", lambda: "3.0.0")
+    monkeypatch.setattr(stages, "load_tool", lambda name: Tool)
+    stages.stage_split_bn(_stage(tmp_path, "split_bn"))
+    figures = _figures(tmp_path, "split_bn")
+    assert figures["status"] == "failed" and figures["passed"] == 1
+    assert figures["summary"] == "1/2 cases pass; largest error 300% of tolerance"
+    assert figures["cases"][1]["errors"] == {"y": 0.72, "dx": "nan"}
+
+
+def test_graphs_stage_reports_each_config(tmp_path, monkeypatch):
+    """The GPU stage on the CPU: the eager step against itself stands in for
+    the graphed one, and a config whose check crashes is that config's result."""
+    opts = stages.SMOKE_OPTS + [
+        "MULTIGRID.LONG_CYCLE_FACTORS",
+        "[[0.5, 0.7071], [1, 1]]",
+    ]
+    slowfast, i3d = (
+        load_run_config([os.path.join(REPO_ROOT, path)], opts)
+        for path in stages.SMOKE_CONFIGS
+    )
+    configs = {"I3D": i3d, "BROKEN": slowfast}
+
+    real_check = graph_check.check
+
+    def check(cfg, rounds):
+        if cfg is slowfast:
+            raise RuntimeError("CUDA error: an illegal memory access\ndetails")
+        return real_check(cfg, 1, graphed_class=TrainStep)
+
+    monkeypatch.setattr(stages.Stage, "unavailable", lambda self, why: None)
+    monkeypatch.setattr(stages, "load_configs", lambda smoke: configs)
+    monkeypatch.setattr(stages, "split_bn_path", lambda: "native BN (no Triton)")
+    monkeypatch.setattr(graph_check, "check", check)
+    stages.stage_graphs(_stage(tmp_path, "graphs"))
+    figures = _figures(tmp_path, "graphs")
+    assert figures["status"] == "failed"
+    got, broken = figures["configs"]["I3D"], figures["configs"]["BROKEN"]
+    assert broken["error"] == "RuntimeError: CUDA error: an illegal memory access"
+    assert got["failures"] == [] and got["tolerance"] == 1e-3
+    shapes = [s.kind for s in graph_check.check_shapes(i3d)]
+    assert [s["shape"] for s in got["shapes"]] == shapes
+    assert all(s["ok"] and set(s["diffs"].values()) == {0.0} for s in got["shapes"])
+    assert got["table"][0].startswith("shape | clips x frames x crop")
+    assert figures["summary"].startswith(f"{len(shapes)} shapes, 1 failures")
+
+
+def test_train_figures_per_shape_from_json_stats(tmp_path):
+    lines = [
+        {
+            "_type": "train_iter",
+            "shape": "8x4x16",
+            "time_data": 0.01,
+            "time_compute": 0.09,
+        },
+        {
+            "_type": "train_iter",
+            "shape": "32x2x16",
+            "time_data": 0.05,
+            "time_compute": 0.15,
+        },
+        {"_type": "train_epoch", "shape": "ignored"},
+        {
+            "_type": "train_iter",
+            "shape": "8x4x16",
+            "time_data": 0.03,
+            "time_compute": 0.07,
+        },
+        {
+            "_type": "train_iter",
+            "shape": "8x4x16",
+            "time_data": 0.0,
+            "time_compute": 0.2,
+        },
+    ]
+    log = tmp_path / "json_stats.log"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    times = train.shape_times(str(log))
+    assert list(times["shapes"]) == ["32x2x16", "8x4x16"]  # largest batch first
+    small = times["shapes"]["8x4x16"]
+    assert small == {
+        "iters": 3,
+        "ms_per_iter": 100.0,
+        "data_ms": 10.0,
+        "compute_ms": 90.0,
+        "data_wait": 0.1,  # 0.04 s of 0.4 s
+    }
+    assert times["iters"] == 4 and times["data_wait"] == 0.15  # 0.09 s of 0.6 s
+    assert train.shape_times(str(tmp_path / "none.log")) == {"iters": 0, "shapes": {}}
+
+
+def _wheel(folder, name, files):
+    path = os.path.join(folder, name)
+    with zipfile.ZipFile(path, "w") as archive:
+        for entry, text in files.items():
+            archive.writestr(entry, text)
+    return path
+
+
+def test_wheels_fit_this_python_and_unpack_what_it_lacks(tmp_path):
+    major, minor = sys.version_info[:2]
+    cp = f"cp{major}{minor}"
+    assert wheels.fits(f"a-1.0-{cp}-{cp}-manylinux_2_17_x86_64.whl") == (
+        sys.platform == "linux" and os.uname().machine == "x86_64"
+    )
+    assert wheels.fits("a-1.0-py3-none-any.whl")
+    assert not wheels.fits(f"a-1.0-cp{major}{minor + 1}-cp{major}{minor + 1}-any.whl")
+    assert wheels.fits(f"a-1.0-cp3{minor - 1}-abi3-any.whl")
+    fresh = _wheel(
+        tmp_path,
+        "gpucheck_fake-1.0-py3-none-any.whl",
+        {
+            "gpucheck_fake/__init__.py": "VALUE = 1\n",
+            "gpucheck_solo.py": "",
+            "gpucheck_fake-1.0.dist-info/METADATA": "Name: gpucheck-fake\n",
+            "gpucheck_fake.libs/lib.so": "",
+        },
+    )
+    _wheel(tmp_path, "json-9.0-py3-none-any.whl", {"json/__init__.py": ""})
+    assert wheels.top_level(fresh) == ["gpucheck_fake", "gpucheck_solo"]
+    site, unpacked = wheels.unpack(str(tmp_path))
+    assert unpacked == ["gpucheck_fake-1.0-py3-none-any.whl"]  # json is here
+    assert os.path.isfile(os.path.join(site, "gpucheck_fake", "__init__.py"))
+    assert wheels.unpack(str(tmp_path)) == (site, [])  # unpacked once
+    assert "gpucheck_fake" not in wheels.missing(site)
+    assert wheels.unpack(str(tmp_path / "none")) == (None, [])
+
+
+def test_the_check_imports_only_packed_packages():
+    """What the stages and the training runs import beyond the standard
+    library and torch is in the packed wheels; never PyAV or report libraries."""
+    code = (
+        "import sys, runpy; before = set(sys.modules); "
+        "runpy.run_path(sys.argv[1]); runpy.run_path(sys.argv[2]); "
+        "import slowfast.engine.trainer, slowfast.bench.step_cells, "
+        "slowfast.bench.graph_check, slowfast.dataprep.demo.footage, "
+        "slowfast.launch.start, slowfast.launch.preflight, fvcore.nn; "
+        "print(' '.join({m.split('.')[0] for m in set(sys.modules) - before}"
+        " - set(sys.stdlib_module_names)))"
+    )
+    tools = [
+        os.path.join(REPO_ROOT, "tools", t)
+        for t in ("run_net.py", "dev/check_split_bn.py")
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *tools], capture_output=True, text=True, check=True
+    )
+    names = {n for n in done.stdout.split() if not n.startswith("_")}
+    allowed = set(wheels.MODULES) | {"slowfast", "torchgen", "typing_extensions"}
+    allowed |= {"wcwidth", "cython_runtime", "triton"}  # optional, or torch's own
+    assert names <= allowed, sorted(names - allowed)
+    assert not names & {"av", "sklearn", "matplotlib", "tensorboard", "scipy"}
+
+
+def test_arguments_and_folder_errors_are_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        gpu_check.parse_args([])
+    assert "--out DIR is required" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        gpu_check.parse_args(["--out", "x", "--budget", "30"])
+    assert "at least 60 seconds" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("mine\n")
+    assert gpu_check.main(["--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: --out {tmp_path} holds files this check did not write; " + (
+        "pass a new folder"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]

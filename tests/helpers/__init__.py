@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: generated videos, tools, checkpoints, renditions."""

@@ -1,0 +1,30 @@
+"""Helpers for tests of the command-line tools in ``tools/``."""
+
+import importlib.util
+import os
+import sys
+from types import ModuleType
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def tool_path(filename: str) -> str:
+    """Path of ``tools/<filename>`` in this checkout."""
+    return os.path.join(REPO_ROOT, "tools", filename)
+
+
+def load_tool(filename: str) -> ModuleType:
+    """Imports ``tools/<filename>`` as a module (the tools are scripts, not a package).
+
+    Args:
+        filename: e.g. "run_net.py" or "dev/check_types.py".
+
+    Returns:
+        ModuleType: the executed module.
+    """
+    name = "tool_" + os.path.splitext(filename)[0].replace("/", "_")
+    spec = importlib.util.spec_from_file_location(name, tool_path(filename))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
