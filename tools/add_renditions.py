@@ -38,14 +38,14 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args = parser.parse_intermixed_args(argv)
     try:
         if args.renditions == "auto":
-            from slowfast.datasets.renditions import DEFAULT_SCALES
+            from slowfast.datasets.renditions.layout import DEFAULT_SCALES
 
             args.renditions = list(DEFAULT_SCALES)
         else:
             args.renditions = [float(v) for v in args.renditions.split(",") if v]
     except ValueError:
         args.renditions = []
-    from slowfast.datasets.renditions import scales_problem
+    from slowfast.datasets.renditions.layout import scales_problem
 
     problem = scales_problem(args.renditions)
     if problem:
@@ -88,8 +88,8 @@ def _add(item) -> str:
         add_frame_renditions,
         add_video_renditions,
     )
-    from slowfast.datasets.frames import list_frame_dir
-    from slowfast.datasets.renditions import rendition_path
+    from slowfast.datasets.decoding.frames import list_frame_dir
+    from slowfast.datasets.renditions.layout import rendition_path
 
     _, kind, paths, scales = item
     if kind == "folder":  # listed here: a bad folder fails this item only
@@ -110,7 +110,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     from slowfast.dataprep.prepare.common import run_items, write_failures
     from slowfast.datasets.lists import DataError
-    from slowfast.datasets.renditions import write_renditions
+    from slowfast.datasets.renditions.layout import write_renditions
     from slowfast.launch.config import load_run_config
 
     cfg = load_run_config([args.cfg], args.opts)

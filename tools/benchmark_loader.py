@@ -68,7 +68,7 @@ from slowfast.bench.model_step import (
     run_shapes,
 )
 from slowfast.datasets import SamplingGrid, construct_loader
-from slowfast.datasets.renditions import suffix
+from slowfast.datasets.renditions.layout import suffix
 from slowfast.launch.config import load_run_config
 from slowfast.utils.table import format_table
 

@@ -79,7 +79,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def _renditions(parser, text: str) -> List[float]:
     """The rendition scales of --renditions (auto, none, or a list)."""
-    from slowfast.datasets.renditions import DEFAULT_SCALES
+    from slowfast.datasets.renditions.layout import DEFAULT_SCALES
 
     if text == "auto":
         return list(DEFAULT_SCALES)
@@ -89,7 +89,7 @@ def _renditions(parser, text: str) -> List[float]:
         scales = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         scales = []
-    from slowfast.datasets.renditions import scales_problem
+    from slowfast.datasets.renditions.layout import scales_problem
 
     problem = scales_problem(scales)
     if problem:

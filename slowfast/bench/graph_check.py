@@ -41,14 +41,14 @@ from slowfast.bench.model_step import (
 )
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.graphed_step import GraphedTrainStep
-from slowfast.engine.losses import get_loss_func
 from slowfast.engine.memory_format import choose_channels_last
-from slowfast.engine.optimizer import construct_optimizer
 from slowfast.engine.precise_bn import update_bn_stats_in_place
 from slowfast.engine.runtime import autocast_factory, make_grad_scaler
 from slowfast.engine.step import TrainStep
 from slowfast.models import build_model
 from slowfast.models.norm import set_bn_splits
+from slowfast.solver.losses import get_loss_func
+from slowfast.solver.optimizer import construct_optimizer
 from slowfast.utils.distributed import RunContext, get_device
 
 # Relative L2 differences allowed, by the autocast of the run (fp32: GPU

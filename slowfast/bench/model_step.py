@@ -25,7 +25,6 @@ from fvcore.common.config import CfgNode
 from slowfast.config.derived import per_process_batch
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.graphed_step import GraphedTrainStep
-from slowfast.engine.losses import get_loss_func
 from slowfast.engine.memory_format import choose_channels_last
 from slowfast.engine.runtime import autocast_factory, make_grad_scaler
 from slowfast.engine.step import TrainStep as Step
@@ -39,6 +38,7 @@ from slowfast.multigrid.shapes import (
     long_cycle_shapes,
     short_cycle_crops,
 )
+from slowfast.solver.losses import get_loss_func
 from slowfast.utils.distributed import (
     RunContext,
     get_device,

@@ -226,7 +226,7 @@ _C.DATA.TARGET_FPS = 30
 _C.DATA.DECODING_BACKEND = "pyav"
 # Read coarse training grids (multigrid's smaller crops) from the lower-
 # resolution renditions listed in PATH_TO_DATA_DIR/renditions.json, which
-# tools/prepare_dataset.py writes (slowfast/datasets/renditions.py). Same
+# tools/prepare_dataset.py writes (slowfast/datasets/renditions/layout.py). Same
 # field of view, fewer pixels to decode. No effect without that file.
 _C.DATA.USE_RENDITIONS = True
 # Draw the training short side as 1 / uniform(1 / max, 1 / min) of

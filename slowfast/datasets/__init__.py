@@ -4,7 +4,7 @@ from slowfast.datasets import charades, kinetics, ssv2  # noqa: F401  (registrat
 from slowfast.datasets.bad_data import BadDataMonitor
 from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY, build_dataset, dataset_size
-from slowfast.datasets.decoder import DecodeError
+from slowfast.datasets.decoding.decoder import DecodeError
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.loader import (
     EvalShardSampler,

@@ -36,11 +36,11 @@ import torch
 from fvcore.common.config import CfgNode
 from torch.utils.data import Dataset
 
-from slowfast.datasets.decoder import DecodeError
-from slowfast.datasets.frame_cache import FrameCache
+from slowfast.datasets.decoding.decoder import DecodeError
+from slowfast.datasets.decoding.frame_cache import FrameCache
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError, SplitLists, label_problem
-from slowfast.datasets.rendition_reader import RenditionReader, read_frame_files
+from slowfast.datasets.renditions.reader import RenditionReader, read_frame_files
 from slowfast.datasets.request import mix_seed, parse_request
 from slowfast.datasets.transforms import (
     jitter_size,

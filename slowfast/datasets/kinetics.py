@@ -8,8 +8,8 @@ from fvcore.common.config import CfgNode
 
 from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY
-from slowfast.datasets.decoder import decode_clip
-from slowfast.datasets.frames import frame_names
+from slowfast.datasets.decoding.decoder import decode_clip
+from slowfast.datasets.decoding.frames import frame_names
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import (
     SplitLists,
@@ -17,7 +17,7 @@ from slowfast.datasets.lists import (
     label_problem,
     read_kinetics_list,
 )
-from slowfast.datasets.renditions import rendition_path
+from slowfast.datasets.renditions.layout import rendition_path
 from slowfast.datasets.sampling import kinetics_positions, positions_to_indices
 
 

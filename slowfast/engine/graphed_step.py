@@ -14,7 +14,7 @@ What a replay needs, and this class keeps:
   tensors, gradients stay allocated (zeroed, never set to None) and are
   handed back to the parameters should anything have replaced them;
 * no host synchronisation inside the captured region (the sub-batch BN
-  kernels of ``models/split_bn.py`` have none), and only the capturing
+  kernels of ``models/kernels/split_bn.py`` have none), and only the capturing
   thread restricted while it captures (the loader's pin-memory thread keeps
   working);
 * BN running statistics and the GPU's random numbers as eager training

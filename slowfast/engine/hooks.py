@@ -34,10 +34,10 @@ from slowfast.datasets.bad_data import BadDataMonitor
 from slowfast.engine import runtime
 from slowfast.engine.evaluator import Evaluator
 from slowfast.engine.loop import HookBase, LoopState
-from slowfast.engine.optimizer import set_lr
 from slowfast.engine.precise_bn import update_bn_stats_in_place
 from slowfast.engine.resume import Checkpointer
 from slowfast.engine.run_state import RunStateRecorder
+from slowfast.solver.optimizer import set_lr
 from slowfast.utils import distributed as du
 from slowfast.utils.logging import log_json_stats
 

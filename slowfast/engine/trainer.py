@@ -39,13 +39,13 @@ from slowfast.engine.hooks import (
     ScheduleHook,
 )
 from slowfast.engine.loop import HookBase, LoopState, TrainLoop
-from slowfast.engine.losses import get_loss_func
-from slowfast.engine.optimizer import construct_optimizer
 from slowfast.engine.preemption import PreemptionHook, StopSignals
 from slowfast.engine.resume import Checkpointer, resume_or_init
 from slowfast.engine.run_state import RunStateError, RunStateRecorder
 from slowfast.engine.step import TrainStep
 from slowfast.engine.writers import JsonMetricsWriter, TensorBoardWriter
+from slowfast.solver.losses import get_loss_func
+from slowfast.solver.optimizer import construct_optimizer
 from slowfast.utils import distributed as du
 from slowfast.utils.distributed import RunContext
 from slowfast.utils.logging import setup_logging

@@ -12,10 +12,10 @@ from fvcore.common.config import CfgNode
 
 from slowfast.config import load_config
 from slowfast.datasets.build import check_dataset_names
-from slowfast.engine.losses import check_loss_name
-from slowfast.engine.optimizer import check_optimizer_name
 from slowfast.models.build import check_model_name
+from slowfast.solver.losses import check_loss_name
 from slowfast.solver.lr_policy import check_lr_policy_name
+from slowfast.solver.optimizer import check_optimizer_name
 
 REGISTRY_CHECKS = (
     check_model_name,

@@ -6,10 +6,10 @@ from typing import List, Optional, Sequence
 import torch
 from torch import nn
 
-from slowfast.models.conv import TimeTrimmedConv3d
+from slowfast.models.kernels.small_map_conv import SmallMapConv3d
+from slowfast.models.kernels.time_trimmed_conv import TimeTrimmedConv3d
 from slowfast.models.nonlocal_block import Nonlocal
 from slowfast.models.norm import NormFactory
-from slowfast.models.small_map_conv import Conv3d
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +85,7 @@ class BottleneckTransform(nn.Module):
         )
         self.a_bn = opts.norm(dim_inner)
         self.a_relu = nn.ReLU(inplace=opts.inplace_relu)
-        self.b = Conv3d(
+        self.b = SmallMapConv3d(
             dim_inner,
             dim_inner,
             kernel_size=(1, 3, 3),
@@ -132,7 +132,7 @@ class BasicTransform(nn.Module):
         )
         self.a_bn = opts.norm(dim_out)
         self.a_relu = nn.ReLU(inplace=opts.inplace_relu)
-        self.b = Conv3d(
+        self.b = SmallMapConv3d(
             dim_out,
             dim_out,
             kernel_size=(1, 3, 3),

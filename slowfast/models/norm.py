@@ -36,7 +36,11 @@ import torch.distributed as dist
 from fvcore.common.config import CfgNode
 from torch import nn
 
-from slowfast.models.split_bn import SplitWorkspace, fused_split_ok, split_batch_norm
+from slowfast.models.kernels.split_bn import (
+    SplitWorkspace,
+    fused_split_ok,
+    split_batch_norm,
+)
 
 BN_EPS = 1e-5
 BN_MOMENTUM = 0.1

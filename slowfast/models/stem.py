@@ -5,7 +5,7 @@ from typing import List, Sequence
 import torch
 from torch import nn
 
-from slowfast.models.conv import TimeTrimmedConv3d
+from slowfast.models.kernels.time_trimmed_conv import TimeTrimmedConv3d
 from slowfast.models.norm import NormFactory
 
 

@@ -198,8 +198,8 @@ def test_reference_format_checkpoint_loads(tmp_path, caplog):
 
 def test_resume_keeps_this_machines_optimizer_kernel(tmp_path, cfg):
     """A checkpoint saved with another SGD kernel loads its state, not its kernel."""
-    from slowfast.engine.optimizer import construct_optimizer
     from slowfast.models.describe import param_groups
+    from slowfast.solver.optimizer import construct_optimizer
 
     model = TinyNet()
     groups = param_groups(model, cfg)

@@ -17,9 +17,9 @@ from PIL import Image
 
 from slowfast.dataprep.demo.footage import FootageSpec, make_footage
 from slowfast.datasets import SamplingGrid, build_dataset
-from slowfast.datasets.decoder import decode_pyav, decode_video
-from slowfast.datasets.frames import image_size, load_image
-from slowfast.datasets.renditions import (
+from slowfast.datasets.decoding.decoder import decode_pyav, decode_video
+from slowfast.datasets.decoding.frames import image_size, load_image
+from slowfast.datasets.renditions.layout import (
     MANIFEST,
     Renditions,
     load_renditions,

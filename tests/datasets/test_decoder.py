@@ -8,9 +8,9 @@ import pytest
 import torch
 from av.video.reformatter import VideoReformatter
 
-from slowfast.datasets.decoder import DecodeError, decode_pyav, decode_video
-from slowfast.datasets.frame_cache import FrameCache
-from slowfast.datasets.frames import list_frame_dir, load_frames
+from slowfast.datasets.decoding.decoder import DecodeError, decode_pyav, decode_video
+from slowfast.datasets.decoding.frame_cache import FrameCache
+from slowfast.datasets.decoding.frames import list_frame_dir, load_frames
 from tests.helpers.video_utils import (
     frame_index,
     write_frames,
@@ -207,8 +207,8 @@ def test_frame_cache_lru_bound():
 
 
 def test_span_decoder_runs_index_and_seek_fallback(tmp_path, monkeypatch):
-    from slowfast.datasets import span_decoder
-    from slowfast.datasets.av_utils import open_video, stream_info
+    from slowfast.datasets.decoding import span_decoder
+    from slowfast.datasets.decoding.av_utils import open_video, stream_info
 
     path = write_video(str(tmp_path / "g5.mp4"), 60, gop=5)
     with open_video(path) as container:
@@ -232,8 +232,8 @@ def test_span_decoder_runs_index_and_seek_fallback(tmp_path, monkeypatch):
 
 
 def test_variable_frame_rate_index_has_no_constant_duration(videos):
-    from slowfast.datasets import span_decoder
-    from slowfast.datasets.av_utils import open_video, stream_info
+    from slowfast.datasets.decoding import span_decoder
+    from slowfast.datasets.decoding.av_utils import open_video, stream_info
 
     with open_video(videos["vfr"]) as container:
         stream = container.streams.video[0]

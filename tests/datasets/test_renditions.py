@@ -15,7 +15,7 @@ from slowfast.dataprep.demo.writers import write_jpeg_frames, write_mp4
 from slowfast.dataprep.prepare.common import reencode
 from slowfast.datasets import SamplingGrid, build_dataset
 from slowfast.datasets.lists import DataError
-from slowfast.datasets.renditions import (
+from slowfast.datasets.renditions.layout import (
     MANIFEST,
     Renditions,
     load_renditions,

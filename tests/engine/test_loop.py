@@ -333,7 +333,7 @@ def _null_context():
 
 
 def test_optimizer_groups_come_from_the_model():
-    from slowfast.engine.optimizer import construct_optimizer
+    from slowfast.solver.optimizer import construct_optimizer
 
     cfg = load_config(opts=["SOLVER.WEIGHT_DECAY", "0.001", "BN.WEIGHT_DECAY", "0.0"])
     plain = nn.Sequential(nn.Conv3d(3, 4, 1), nn.BatchNorm3d(4))
@@ -350,7 +350,7 @@ def test_optimizer_groups_come_from_the_model():
 
 
 def test_sgd_gives_the_same_result_with_any_update_implementation():
-    from slowfast.engine.optimizer import construct_optimizer
+    from slowfast.solver.optimizer import construct_optimizer
 
     cfg = load_config(opts=["SOLVER.WEIGHT_DECAY", "0.001", "SOLVER.MOMENTUM", "0.9"])
     torch.manual_seed(0)

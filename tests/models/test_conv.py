@@ -4,7 +4,10 @@ import pytest
 import torch
 from torch import nn
 
-from slowfast.models.conv import TimeTrimmedConv3d, useful_temporal_taps
+from slowfast.models.kernels.time_trimmed_conv import (
+    TimeTrimmedConv3d,
+    useful_temporal_taps,
+)
 
 VARIANTS = {
     "strided": dict(stride=(1, 2, 2), padding=(0, 1, 1)),

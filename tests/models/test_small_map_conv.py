@@ -1,12 +1,12 @@
-"""Conv3d on small maps: the weight gradient over the batch equals nn.Conv3d's."""
+"""SmallMapConv3d: the weight gradient over the batch equals nn.Conv3d's."""
 
 import pytest
 import torch
 from torch import nn
 
-from slowfast.models.small_map_conv import (
+from slowfast.models.kernels.small_map_conv import (
     MAX_OUTPUT_POSITIONS,
-    Conv3d,
+    SmallMapConv3d,
     batch_reduced_weight_grad_applies,
 )
 
@@ -23,7 +23,7 @@ SMALL = {
 def _pair(kernel, padding, bias, **kwargs):
     torch.manual_seed(0)
     ref = nn.Conv3d(8, 12, kernel, padding=padding, bias=bias, **kwargs)
-    conv = Conv3d(8, 12, kernel, padding=padding, bias=bias, **kwargs)
+    conv = SmallMapConv3d(8, 12, kernel, padding=padding, bias=bias, **kwargs)
     conv.load_state_dict(ref.state_dict())
     return ref, conv
 
@@ -88,14 +88,14 @@ def _applies(conv, x):
     ],
 )
 def test_other_convolutions_keep_conv3d_own_gradient(why, kernel, kwargs, shape):
-    conv = Conv3d(8, 12, kernel, **kwargs)
+    conv = SmallMapConv3d(8, 12, kernel, **kwargs)
     x = torch.randn(shape)
     assert not _applies(conv, x), why
     assert "BatchReduced" not in type(conv(x).grad_fn).__name__
 
 
 def test_limit_is_output_positions_per_clip():
-    conv = Conv3d(8, 12, (1, 3, 3), padding=(0, 1, 1))
+    conv = SmallMapConv3d(8, 12, (1, 3, 3), padding=(0, 1, 1))
     at_limit = torch.randn(2, 8, 1, 8, MAX_OUTPUT_POSITIONS // 8)
     past_limit = torch.randn(2, 8, 1, 8, MAX_OUTPUT_POSITIONS // 8 + 1)
     assert _applies(conv, at_limit)
@@ -103,7 +103,7 @@ def test_limit_is_output_positions_per_clip():
 
 
 def test_no_grad_bf16_and_autocast_keep_conv3d():
-    conv = Conv3d(8, 12, 3, padding=1)
+    conv = SmallMapConv3d(8, 12, 3, padding=1)
     x = torch.randn(2, 8, 2, 2, 2)
     with torch.no_grad():
         assert not _applies(conv, x)

@@ -18,7 +18,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from slowfast.models import norm, split_bn
+from slowfast.models import norm
+from slowfast.models.kernels import split_bn
 from slowfast.models.norm import SubBatchNorm3d
 
 FORMATS = [torch.contiguous_format, torch.channels_last_3d]
@@ -219,7 +220,7 @@ _COMPILE = """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from slowfast.models import split_bn_kernels as kernels
+from slowfast.models.kernels import split_bn_triton as kernels
 
 DATA = ("x_ptr", "y_ptr", "dy_ptr", "dx_ptr")
 TYPES = {"count_ptr": "*i32", "tracked_ptr": "*i64", "eps": "fp32",

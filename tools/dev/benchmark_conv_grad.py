@@ -6,7 +6,7 @@ multigrid mini-batch shape, records every 3D convolution it computes (input,
 kernel, stride, padding, dilation, groups; after TimeTrimmedConv3d's
 trimming), and times the weight gradient of each distinct one on CPU in
 float32: oneDNN's own (``aten.convolution_backward``) and the batch-reduced
-one (``slowfast.models.small_map_conv.batch_reduced_weight_grad``, unit stride
+one (``slowfast.models.kernels.small_map_conv.batch_reduced_weight_grad``, unit stride
 and dilation only). The table groups the unit-stride, ungrouped convolutions
 with a kernel larger than 1 x 1 x 1 by output positions per clip, which is
 what ``small_map_conv.conv3d`` decides by (MAX_OUTPUT_POSITIONS); the other
@@ -31,7 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from slowfast.bench.model_step import TimedStep, multigrid_shapes, synthetic_batch
 from slowfast.config import load_config
-from slowfast.models.small_map_conv import (
+from slowfast.models.kernels.small_map_conv import (
     MAX_OUTPUT_POSITIONS,
     batch_reduced_weight_grad,
 )

@@ -32,7 +32,7 @@ from slowfast.bench.graph_check import (
     table,
 )
 from slowfast.launch.config import load_run_config
-from slowfast.models.split_bn import fused_split_ok
+from slowfast.models.kernels.split_bn import fused_split_ok
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

@@ -2,7 +2,7 @@
 r"""Checks and times sub-batch BN's Triton kernels on this machine's GPU.
 
 Check: for fp32, fp16 and bf16 inputs in both memory formats, the fused
-kernels (``slowfast/models/split_bn.py``) against the reference computation
+kernels (``slowfast/models/kernels/split_bn.py``) against the reference computation
 (``SubBatchNorm3d._forward_split_generic``, float32 statistics): outputs,
 input / weight / bias gradients and running statistics. Exits 1 when one
 differs by more than the dtype's tolerance.
@@ -26,8 +26,8 @@ from typing import Iterator, List, Optional
 import torch
 from torch import nn
 
+from slowfast.models.kernels.split_bn import fused_split_ok
 from slowfast.models.norm import SubBatchNorm3d
-from slowfast.models.split_bn import fused_split_ok
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 FORMATS = {

@@ -352,7 +352,7 @@ def split_bn_path() -> str:
     """What computes sub-batch BN of GPU batches here (as check_cuda_graphs.py)."""
     import torch
 
-    from slowfast.models.split_bn import fused_split_ok
+    from slowfast.models.kernels.split_bn import fused_split_ok
 
     probe = torch.zeros(2, 1, 1, 1, 2, device="cuda")  # a batch split in two
     return "Triton kernels" if fused_split_ok(probe) else "native BN (no Triton)"

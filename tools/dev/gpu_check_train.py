@@ -71,7 +71,7 @@ def make_data(stage: Stage) -> dict:
         listed, distinct clips, frames, renditions, seconds taken.
     """
     from slowfast.dataprep.demo.footage import FootageSpec, make_frame_footage
-    from slowfast.datasets.renditions import DEFAULT_SCALES
+    from slowfast.datasets.renditions.layout import DEFAULT_SCALES
 
     clips, repeats, seconds, width, height = SMOKE_DATA if stage.smoke else FULL_DATA
     folder = os.path.join(stage.out, "data", "smoke" if stage.smoke else "footage")

@@ -231,7 +231,7 @@ def make_footage(
         list: the clip files written (existing ones are kept).
     """
     from slowfast.dataprep.demo.writers import write_kinetics_list
-    from slowfast.datasets.renditions import DEFAULT_SCALES, write_renditions
+    from slowfast.datasets.renditions.layout import DEFAULT_SCALES, write_renditions
 
     written = []
     frame_root = os.path.join(out, "frames")
@@ -314,7 +314,7 @@ def make_frame_footage(
     """
     from slowfast.dataprep.demo.generate import _map_videos
     from slowfast.dataprep.demo.writers import write_kinetics_list
-    from slowfast.datasets.renditions import write_renditions
+    from slowfast.datasets.renditions.layout import write_renditions
 
     manifest = os.path.join(out, "footage.json")
     params = {"num_clips": num_clips, "repeats": repeats, "seed": seed}

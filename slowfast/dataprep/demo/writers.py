@@ -86,12 +86,12 @@ def write_jpeg_frames(
         quality: JPEG quality.
         scales: also write the frames resized by these factors (antialiased
             bilinear) into the sibling folders ``folder + suffix(scale)``
-            (``slowfast/datasets/renditions.py``).
+            (``slowfast/datasets/renditions/layout.py``).
 
     Returns:
         list: frame paths relative to ``root``, in order (of ``folder``).
     """
-    from slowfast.datasets.renditions import rendition_path
+    from slowfast.datasets.renditions.layout import rendition_path
 
     os.makedirs(os.path.join(root, folder), exist_ok=True)
     paths = []
@@ -109,7 +109,7 @@ def write_jpeg_frames(
 def save_jpeg_rendition(image: Image.Image, path: str, scale: float, quality: int):
     """Saves ``image`` scaled by ``scale`` (antialiased bilinear, the size of
     ``renditions.scaled_size``) as a JPEG, atomically; creates its folder."""
-    from slowfast.datasets.renditions import scaled_size
+    from slowfast.datasets.renditions.layout import scaled_size
 
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.part"

@@ -67,7 +67,7 @@ def prepare(
     """Prepares Charades from videos, or from the official frames when
     ``videos`` holds ``<id>/<id>-NNNNNN.jpg`` folders (then at 24 fps)."""
     from slowfast.dataprep.demo.writers import frame_list_rows, write_frame_list
-    from slowfast.datasets.renditions import write_renditions
+    from slowfast.datasets.renditions.layout import write_renditions
 
     os.makedirs(out, exist_ok=True)
     found = index_files(videos, VIDEO_EXTENSIONS)

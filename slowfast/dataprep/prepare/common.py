@@ -159,7 +159,7 @@ PREPARED_X264 = {
 def _open_output(path: str, codec: str, rate, size, gop: int, original=None):
     out = av.open(path, mode="w", format="mp4")
     if original is not None:  # a rendition names its original's (w, h)
-        from slowfast.datasets.av_utils import ORIGINAL_SIZE_TAG
+        from slowfast.datasets.decoding.av_utils import ORIGINAL_SIZE_TAG
 
         width, height = original
         out.metadata["comment"] = ORIGINAL_SIZE_TAG.format(height=height, width=width)
@@ -289,7 +289,7 @@ def add_video_renditions(
 
 
 def _rendition_targets(dst: str, full, scales, gop_seconds: float) -> list:
-    from slowfast.datasets.renditions import rendition_path, scaled_size
+    from slowfast.datasets.renditions.layout import rendition_path, scaled_size
 
     return [
         (rendition_path(dst, scale), scaled_size(*full, scale), gop_seconds, full)
@@ -357,8 +357,8 @@ def add_frame_renditions(
     from PIL import Image
 
     from slowfast.dataprep.demo.writers import save_jpeg_rendition
-    from slowfast.datasets.frames import load_image
-    from slowfast.datasets.renditions import rendition_path
+    from slowfast.datasets.decoding.frames import load_image
+    from slowfast.datasets.renditions.layout import rendition_path
 
     todo = [
         (p, s)

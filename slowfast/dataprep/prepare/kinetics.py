@@ -10,7 +10,7 @@ a keyframe every second), ``train.csv`` / ``val.csv`` / ``test.csv`` list files
 (``path label``, paths relative to the output folder) and ``classids.json``.
 With renditions, each clip is also written at smaller scales (``<name>.r71.mp4``
 and ``<name>.r50.mp4``: short sides 182 and 128 for 256) and ``renditions.json``
-lists them (``slowfast/datasets/renditions.py``).
+lists them (``slowfast/datasets/renditions/layout.py``).
 """
 
 import csv
@@ -24,7 +24,7 @@ from slowfast.dataprep.prepare.common import (
     reencode,
     run_items,
 )
-from slowfast.datasets.renditions import rendition_path, write_renditions
+from slowfast.datasets.renditions.layout import rendition_path, write_renditions
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".avi", ".mov")
 SPLIT_FILES = {"train": ("train.csv",), "val": ("validate.csv", "val.csv")}

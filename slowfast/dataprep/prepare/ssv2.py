@@ -38,7 +38,7 @@ def prepare(
 ) -> Prepared:
     """Prepares SSv2: frames, frame lists, renditions and the JSON files."""
     from slowfast.dataprep.demo.writers import frame_list_rows, write_frame_list
-    from slowfast.datasets.renditions import write_renditions
+    from slowfast.datasets.renditions.layout import write_renditions
 
     os.makedirs(out, exist_ok=True)
     for name in JSONS.values():

@@ -16,8 +16,8 @@ import simplejpeg
 import torch
 from PIL import Image
 
-from slowfast.datasets.decoder import DecodeError
-from slowfast.datasets.frame_cache import FrameCache
+from slowfast.datasets.decoding.decoder import DecodeError
+from slowfast.datasets.decoding.frame_cache import FrameCache
 
 _IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 

@@ -16,7 +16,7 @@ program per block writes the weight and bias gradients and the per-split terms
 of dx; ``split_grad_apply`` computes dx. Chunks are combined in a fixed order,
 so results do not depend on scheduling.
 
-This module imports Triton; ``slowfast.models.split_bn`` loads it only for CUDA
+This module imports Triton; ``slowfast.models.kernels.split_bn`` loads it only for CUDA
 tensors (or with ``TRITON_INTERPRET=1``, which runs the kernels on CPU tensors
 for the tests).
 """

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from slowfast.datasets.av_utils import (
+from slowfast.datasets.decoding.av_utils import (
     DecodeError,
     StreamInfo,
     configure_threads,
@@ -26,8 +26,8 @@ from slowfast.datasets.av_utils import (
     stream_info,
     to_array,
 )
-from slowfast.datasets.frame_cache import FrameCache
-from slowfast.datasets.span_decoder import decode_span
+from slowfast.datasets.decoding.frame_cache import FrameCache
+from slowfast.datasets.decoding.span_decoder import decode_span
 
 if TYPE_CHECKING:  # PyAV is imported where a video is decoded (av_utils.py)
     from av.video.reformatter import VideoReformatter

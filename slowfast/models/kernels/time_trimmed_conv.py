@@ -27,7 +27,11 @@ fvcore counts every convolution), independent of these shortcuts.
 import torch
 from torch import nn
 
-from slowfast.models.small_map_conv import Conv3d, conv3d, cpu_autocast_enabled
+from slowfast.models.kernels.small_map_conv import (
+    SmallMapConv3d,
+    conv3d,
+    cpu_autocast_enabled,
+)
 
 
 def useful_temporal_taps(kernel: int, frames: int) -> int:
@@ -43,13 +47,13 @@ def useful_temporal_taps(kernel: int, frames: int) -> int:
     return min(kernel, 2 * frames - 1)
 
 
-class TimeTrimmedConv3d(Conv3d):
+class TimeTrimmedConv3d(SmallMapConv3d):
     """``nn.Conv3d`` that skips temporal taps seeing only zero padding.
 
     Same constructor, parameters and state-dict keys as ``nn.Conv3d``. The
     shortcut applies when the temporal kernel is odd, its padding is
     ``kernel // 2``, temporal stride and dilation are 1 and the padding mode
-    is ``zeros``; otherwise (and while tracing) this is a plain ``Conv3d``.
+    is ``zeros``; otherwise (and while tracing) this is a plain ``SmallMapConv3d``.
     Its weight gradient on small feature maps is :func:`conv3d`'s.
     """
 

@@ -159,7 +159,7 @@ def conv3d(
     return F.conv3d(x, weight, bias, stride, padding, dilation, groups)
 
 
-class Conv3d(nn.Conv3d):
+class SmallMapConv3d(nn.Conv3d):
     """``nn.Conv3d`` computed by :func:`conv3d` (same parameters and keys)."""
 
     def _conv_forward(

@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 import numpy as np
 import torch
 
-from slowfast.datasets.av_utils import DecodeError, StreamInfo, frame_time, to_array
+from slowfast.datasets.decoding.av_utils import (
+    DecodeError,
+    StreamInfo,
+    frame_time,
+    to_array,
+)
 
 if TYPE_CHECKING:  # PyAV is imported where a video is decoded
     from av.video.reformatter import VideoReformatter

@@ -30,7 +30,7 @@ _MAX_CHUNKS = 64
 def _kernels():
     """The kernel module, or None when Triton cannot be imported."""
     try:
-        from slowfast.models import split_bn_kernels
+        from slowfast.models.kernels import split_bn_triton as split_bn_kernels
     except ImportError:
         return None
     return split_bn_kernels

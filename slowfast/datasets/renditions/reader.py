@@ -12,12 +12,16 @@ from typing import List, Optional, Tuple
 import torch
 from fvcore.common.config import CfgNode
 
-from slowfast.datasets.av_utils import DecodeError
-from slowfast.datasets.frame_cache import FrameCache
-from slowfast.datasets.frames import image_size, load_frames
+from slowfast.datasets.decoding.av_utils import DecodeError
+from slowfast.datasets.decoding.frame_cache import FrameCache
+from slowfast.datasets.decoding.frames import image_size, load_frames
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError
-from slowfast.datasets.renditions import Renditions, load_renditions, rendition_path
+from slowfast.datasets.renditions.layout import (
+    Renditions,
+    load_renditions,
+    rendition_path,
+)
 
 logger = logging.getLogger(__name__)
 
