@@ -30,9 +30,9 @@ LONG_FUNCTIONS = {
     # One pass over a video's packets: seek, decode, choose and convert frames
     # share loop state that helpers would have to pass back and forth.
     "slowfast/datasets/decoding/span_decoder.py:decode_span",
-    # Checkpoint loading and resuming: to be folded into one checkpoint owner.
+    # Strict loading of every checkpoint kind (resume, fine-tuning, inflation,
+    # Caffe2) into one model, optimizer and scaler, with one-line errors.
     "slowfast/checkpoint/io.py:load_checkpoint",
-    "slowfast/engine/resume.py:resume_or_init",
 }
 SOURCE_FOLDERS = ["slowfast", "tools", "projects", "tests"]
 

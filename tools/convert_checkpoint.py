@@ -46,16 +46,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from slowfast.checkpoint import io as cu
+    from slowfast.checkpoint.files import CheckpointError
+    from slowfast.checkpoint.io import load_checkpoint
+    from slowfast.checkpoint.save import save_weights
     from slowfast.models import build_model
 
     model = build_model(cfg)
     try:
-        cu.load_checkpoint(args.pkl, model, convert_from_caffe2=True)
-    except cu.CheckpointError as err:
+        load_checkpoint(args.pkl, model, convert_from_caffe2=True)
+    except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    cu.save_weights(args.out, model, cfg)
+    save_weights(args.out, model, cfg)
     print(f"wrote {args.out} ({cfg.MODEL.MODEL_NAME} {cfg.MODEL.ARCH} from {args.pkl})")
     return 0
 

@@ -71,9 +71,9 @@ def model_info(cfg: CfgNode) -> None:
 
 def _newest_mid_epoch(output_dir: str) -> str:
     """The mid-epoch checkpoint written last (what a stopped run saved)."""
-    from slowfast.checkpoint import io as cu
+    from slowfast.checkpoint.files import is_mid_epoch_checkpoint, list_checkpoints
 
-    mid = [p for p in cu.list_checkpoints(output_dir) if cu.is_mid_epoch_checkpoint(p)]
+    mid = [p for p in list_checkpoints(output_dir) if is_mid_epoch_checkpoint(p)]
     return max(mid, key=os.path.getmtime) if mid else "none found"
 
 

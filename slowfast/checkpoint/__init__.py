@@ -2,5 +2,7 @@
 saving (``save``), run fingerprints and checksums (``fingerprint``), fitting
 state dicts to models (``inflate``) and Caffe2 model-zoo weights (``caffe2``).
 
-Submodules are imported explicitly (``from slowfast.checkpoint import io as cu``).
+Names are imported from their own module
+(``from slowfast.checkpoint.files import CheckpointError``); the package
+re-exports nothing.
 """

@@ -20,9 +20,9 @@ _MID_EPOCH_FORMAT = "checkpoint_epoch_{:05d}_iter_{:06d}.pyth"
 _NAME_RE = re.compile(r"^checkpoint_epoch_(\d+)(?:_iter_(\d+))?\.pyth$")
 
 
-_STATE_KEYS = ("model_state", "optimizer_state", "scaler_state")
-_RESERVED_KEYS = ("epoch", "cfg", "iteration_in_epoch", "fingerprint", "checksum")
-_RESERVED_KEYS += _STATE_KEYS
+STATE_KEYS = ("model_state", "optimizer_state", "scaler_state")
+RESERVED_KEYS = ("epoch", "cfg", "iteration_in_epoch", "fingerprint", "checksum")
+RESERVED_KEYS += STATE_KEYS
 
 
 class CheckpointError(RuntimeError):

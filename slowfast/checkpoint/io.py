@@ -1,8 +1,8 @@
 """Saving and loading checkpoints in the reference (PySlowFast) format.
 
-This module is the interface (``from slowfast.checkpoint import io as cu``);
-names and listing live in ``files.py``, writing in ``save.py``, Caffe2
-``.pkl`` reading in ``caffe2.py``.
+This module reads and loads them; names and listing live in ``files.py``,
+writing in ``save.py``, Caffe2 ``.pkl`` reading in ``caffe2.py``: each is
+imported by name from its own module.
 
 A checkpoint is a dict saved with ``torch.save``::
 
@@ -35,20 +35,12 @@ from iopath.common.file_io import g_pathmgr
 from torch import nn
 
 from slowfast.checkpoint.caffe2 import load_caffe2_checkpoint
-from slowfast.checkpoint.files import (  # noqa: F401 (re-exported)
-    _RESERVED_KEYS,
-    _STATE_KEYS,
-    CHECKPOINT_SUBDIR,
+from slowfast.checkpoint.files import (
+    STATE_KEYS,
     CheckpointError,
     checkpoint_position,
-    get_checkpoint_dir,
-    get_path_to_checkpoint,
-    get_path_to_mid_epoch_checkpoint,
-    has_checkpoint,
     is_mid_epoch_checkpoint,
     list_checkpoints,
-    move_aside,
-    prune_mid_epoch_checkpoints,
     unwrap_model,
 )
 from slowfast.checkpoint.fingerprint import state_checksum
@@ -59,21 +51,16 @@ from slowfast.checkpoint.inflate import (
     keep_model_classifier,
     normalize_keys,
 )
-from slowfast.checkpoint.save import (  # noqa: F401 (re-exported)
-    save_checkpoint,
-    save_weights,
-)
 
 logger = logging.getLogger(__name__)
 
 
-# Entries of the checkpoint dict that hold states (not returned by load).
 def get_last_checkpoint(output_dir: str, epochs_only: bool = False) -> Optional[str]:
     """Returns the newest checkpoint that loads and passes its checks.
 
     Newer files that fail to load (truncated, corrupt) or their checks are
     skipped with a warning naming each of them. (Auto-resume also checks that
-    the checkpoint is the run's own: ``engine/resume.find_resume_checkpoint``.)
+    the checkpoint is the run's own: ``engine/checkpointer.find_resume_checkpoint``.)
 
     Args:
         output_dir: the run's OUTPUT_DIR.
@@ -158,7 +145,7 @@ def checkpoint_problem(path: str, checkpoint: Mapping[str, Any]) -> Optional[str
     """
     stored = checkpoint.get("checksum")
     if stored is not None:
-        actual = state_checksum(*(checkpoint.get(key) for key in _STATE_KEYS))
+        actual = state_checksum(*(checkpoint.get(key) for key in STATE_KEYS))
         if actual != stored:
             return (
                 "its content does not match its checksum (damaged on disk or in a copy)"
@@ -319,7 +306,7 @@ def load_checkpoint(
         logger.info("Loaded weights from %s (epoch reset)", path)
         return {"epoch": -1, "cfg": checkpoint.get("cfg")}
     _load_aux_states(path, checkpoint, optimizer, scaler)
-    info = {k: v for k, v in checkpoint.items() if k not in _STATE_KEYS}
+    info = {k: v for k, v in checkpoint.items() if k not in STATE_KEYS}
     if "epoch" not in info:
         logger.warning("%s has no epoch entry; treating it as before epoch 1", path)
         info["epoch"] = -1

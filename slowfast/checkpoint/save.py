@@ -13,8 +13,8 @@ from iopath.common.file_io import g_pathmgr
 from torch import nn
 
 from slowfast.checkpoint.files import (
-    _RESERVED_KEYS,
-    _STATE_KEYS,
+    RESERVED_KEYS,
+    STATE_KEYS,
     CheckpointError,
     get_path_to_checkpoint,
     get_path_to_mid_epoch_checkpoint,
@@ -123,7 +123,7 @@ def save_checkpoint(
             (it would not load back with ``weights_only=True``).
     """
     extra = dict(extra or {})
-    clash = sorted(set(extra) & set(_RESERVED_KEYS))
+    clash = sorted(set(extra) & set(RESERVED_KEYS))
     if clash:
         raise ValueError(f"extra checkpoint entries {clash} reuse reserved keys")
     for key, value in extra.items():
@@ -140,7 +140,7 @@ def save_checkpoint(
     checkpoint.update(extra)
     checkpoint["fingerprint"] = fingerprint(cfg)
     checkpoint["checksum"] = state_checksum(
-        *(checkpoint.get(key) for key in _STATE_KEYS)
+        *(checkpoint.get(key) for key in STATE_KEYS)
     )
     if iteration is None:
         path = get_path_to_checkpoint(output_dir, epoch + 1)

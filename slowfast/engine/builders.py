@@ -13,7 +13,6 @@ from torch.utils.data import DataLoader
 
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.datasets.build import check_data_dir
-from slowfast.engine import runtime
 from slowfast.engine.bn_grouping import BNGrouping, convert_to_sub_bn
 from slowfast.engine.memory_format import choose_channels_last
 from slowfast.models import build_model, describe_model
@@ -21,6 +20,7 @@ from slowfast.models.model_stats import log_model_info
 from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.multigrid.periods import PeriodicWork
+from slowfast.utils import rng
 from slowfast.utils.distributed import RunContext
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def uses_multigrid(cfg: CfgNode) -> bool:
 def prepare_process(cfg: CfgNode, rank: int) -> None:
     """Checks the data folder and seeds this process (RNG_SEED + rank)."""
     check_data_dir(cfg)
-    runtime.seed_everything(cfg.RNG_SEED + rank)
+    rng.seed_everything(cfg.RNG_SEED + rank)
 
 
 def build_schedule(cfg: CfgNode, world_size: int) -> MultigridSchedule:
@@ -69,7 +69,7 @@ def build_model_for_run(
     """
     model = build_model(cfg, choose_channels_last(cfg))
     if ctx.is_master and cfg.LOG_MODEL_INFO:
-        with runtime.preserved_rng():  # logging must not change the run
+        with rng.preserved_rng():  # logging must not change the run
             log_model_info(model, cfg)
     bn = None
     if uses_multigrid(cfg) or cfg.BN.NORM_TYPE != "batchnorm":

@@ -29,16 +29,16 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.io import get_last_checkpoint
 from slowfast.datasets.bad_data import BadDataMonitor
-from slowfast.engine import runtime
+from slowfast.engine.checkpointer import Checkpointer
 from slowfast.engine.evaluator import Evaluator
 from slowfast.engine.loop import HookBase, LoopState
 from slowfast.engine.precise_bn import update_bn_stats_in_place
-from slowfast.engine.resume import Checkpointer
 from slowfast.engine.run_state import RunStateRecorder
 from slowfast.solver.optimizer import set_lr
 from slowfast.utils import distributed as du
+from slowfast.utils import rng
 from slowfast.utils.logging import log_json_stats
 
 logger = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ class NonFiniteGuard(HookBase):
         bad = next((r for r in state.readback if not r.stats.applied), None)
         if bad is None:
             return
-        last = cu.get_last_checkpoint(self.output_dir)
+        last = get_last_checkpoint(self.output_dir)
         saved = f"the last good checkpoint is {last}"
         if not last:
             saved = "no checkpoint was saved yet"
@@ -198,7 +198,7 @@ class PreciseBNHook(HookBase):
     def after_epoch(self, state: LoopState) -> None:
         if not self.due(state.epoch):
             return
-        with runtime.preserved_rng():
+        with rng.preserved_rng():
             self.loader.batch_sampler.set_epoch(state.epoch)
             if self.bn is not None:
                 self.bn.apply(1, 1)
@@ -228,18 +228,17 @@ class BufferSyncHook(HookBase):
 
 
 class CheckpointHook(HookBase):
-    """Saves model, optimizer, scaler, every process's RNG states and the
-    state of the run's hooks (``hooks``, set by whoever lists them) after
-    the epochs for which ``due(epoch)`` holds.
+    """Saves a checkpoint (model, optimizer, scaler, every process's RNG
+    states and the hooks' states the loop hands over, ``state.hook_states``)
+    after the epochs for which ``due(epoch)`` holds.
 
     Args:
-        checkpointer: the run's ``resume.Checkpointer``.
+        checkpointer: the run's ``checkpointer.Checkpointer``.
         due: ``PeriodicWork.checkpoint_due`` (TRAIN.CHECKPOINT_PERIOD).
     """
 
     def __init__(self, checkpointer: Checkpointer, due: Callable[[int], bool]):
         self.checkpointer, self.due = checkpointer, due
-        self.hooks: list = []
 
     def after_epoch(self, state: LoopState) -> None:
         if self.due(state.epoch):
@@ -251,12 +250,9 @@ class CheckpointHook(HookBase):
         Returns:
             str | None: the path written (None on processes other than rank 0).
         """
-        rng = runtime.get_rng_state()
-        hook_states = {type(h).__name__: h.state_dict() for h in self.hooks}
         return self.checkpointer.save(
             state.epoch - 1 if mid_epoch else state.epoch,
-            rng,
-            {name: s for name, s in hook_states.items() if s},
+            state.hook_states(),
             iteration=state.iter + 1 if mid_epoch else None,
         )
 
@@ -290,7 +286,7 @@ class EvalHook(HookBase):
 
     def validate(self, state: LoopState) -> None:
         """Validates the model after epoch ``state.epoch``, due or not."""
-        with runtime.preserved_rng():
+        with rng.preserved_rng():
             metrics, _, _ = self.evaluator.run()
         stats = {"_type": "val_epoch", "epoch": epoch_str(state)}
         stats.update(metrics)

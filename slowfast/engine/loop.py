@@ -153,6 +153,8 @@ class LoopState:
         epoch_stats: the finished epoch's training statistics.
         val_metrics: the finished epoch's validation metrics, when it ran.
         extras: anything else one hook leaves for another, by name.
+        hook_states: ``hook_states() -> {hook class name: state}``: the loop's
+            hooks' non-empty ``state_dict()`` (what a checkpoint keeps).
     """
 
     epoch: int = 0
@@ -173,6 +175,7 @@ class LoopState:
     epoch_stats: Dict[str, Any] = field(default_factory=dict)
     val_metrics: Optional[Dict[str, Any]] = None
     extras: Dict[str, Any] = field(default_factory=dict)
+    hook_states: Callable[[], Dict[str, dict]] = dict
 
 
 class HookBase:
@@ -250,6 +253,18 @@ class TrainLoop:
         self.sync_period = max(1, sync_period)
         self._pending: List[StepRecord] = []
 
+    def hook_states(self) -> Dict[str, dict]:
+        """The hooks' non-empty states, by hook class name (a checkpoint's)."""
+        states = {type(h).__name__: h.state_dict() for h in self.hooks}
+        return {name: s for name, s in states.items() if s}
+
+    def load_hook_states(self, states: Dict[str, dict]) -> None:
+        """Hands each hook its state saved by ``hook_states`` (a resume)."""
+        for hook in self.hooks:
+            saved = states.get(type(hook).__name__)
+            if saved:
+                hook.load_state_dict(saved)
+
     def _call(self, event: str, state: LoopState) -> None:
         for hook in self.hooks:
             getattr(hook, event)(state)
@@ -278,6 +293,7 @@ class TrainLoop:
             first_iter=start_iter,
             max_epoch=max_epoch,
             global_iter=global_iter,
+            hook_states=self.hook_states,
         )
         try:
             self._call("before_train", state)

@@ -2,10 +2,8 @@
 
 import contextlib
 import logging
-import random
 from typing import Callable, ContextManager, Optional
 
-import numpy as np
 import torch
 from fvcore.common.config import CfgNode
 
@@ -70,51 +68,3 @@ def make_grad_scaler(cfg: CfgNode, device: torch.device):
     if mixed_precision_dtype(cfg, device) == torch.float16:
         return torch.amp.GradScaler(device.type)
     return None
-
-
-def seed_everything(seed: int) -> None:
-    """Seeds Python, NumPy and torch (all devices)."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def get_rng_state() -> dict:
-    """The RNG states of Python, NumPy and torch (CPU and CUDA)."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    state = {
-        "python": random.getstate(),
-        # Plain types so that checkpoints load with torch.load(weights_only=True).
-        "numpy": [
-            name,
-            torch.from_numpy(keys.astype(np.int64)),
-            pos,
-            has_gauss,
-            cached,
-        ],
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state()  # this process's GPU
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    """Restores states saved by ``get_rng_state``."""
-    random.setstate(state["python"])
-    name, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(state["torch"])
-    cuda = state.get("cuda")
-    if cuda is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state(cuda)
-
-
-@contextlib.contextmanager
-def preserved_rng():
-    """Runs a block (evaluation, precise BN) without moving the training RNGs."""
-    state = get_rng_state()
-    try:
-        yield
-    finally:
-        set_rng_state(state)

@@ -11,9 +11,9 @@ import torch
 from fvcore.common.config import CfgNode
 from torch.utils.data import DataLoader
 
-from slowfast.checkpoint import io as cu
-from slowfast.checkpoint.files import epochs_done
+from slowfast.checkpoint.files import CheckpointError, epochs_done
 from slowfast.checkpoint.fingerprint import test_settings
+from slowfast.checkpoint.io import get_last_checkpoint, load_checkpoint
 from slowfast.checkpoint.save import atomic_save
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.datasets.build import check_data_dir
@@ -29,6 +29,7 @@ from slowfast.engine.run_state import (
     read_run_state,
 )
 from slowfast.models import build_model
+from slowfast.utils import rng
 from slowfast.utils.distributed import RunContext, decided_on_master
 from slowfast.utils.logging import format_json_stats, log_json_stats, setup_logging
 
@@ -43,15 +44,15 @@ def _checkpoint_to_test(cfg: CfgNode) -> str:
     OUTPUT_DIR (a mid-epoch one only when there is no other, with a warning)."""
     if cfg.TEST.CHECKPOINT_FILE_PATH:
         return cfg.TEST.CHECKPOINT_FILE_PATH
-    path = cu.get_last_checkpoint(cfg.OUTPUT_DIR, epochs_only=True)
+    path = get_last_checkpoint(cfg.OUTPUT_DIR, epochs_only=True)
     if path is None:
-        path = cu.get_last_checkpoint(cfg.OUTPUT_DIR)
+        path = get_last_checkpoint(cfg.OUTPUT_DIR)
         if path is not None:
             logger.warning(
                 "testing %s, taken inside an epoch (no epoch checkpoint)", path
             )
     if path is None:
-        raise cu.CheckpointError(
+        raise CheckpointError(
             f"TEST.CHECKPOINT_FILE_PATH is empty and OUTPUT_DIR = "
             f"{cfg.OUTPUT_DIR!r} holds no checkpoint to test"
         )
@@ -75,10 +76,10 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     """
     setup_logging(cfg.OUTPUT_DIR, rank)
     check_data_dir(cfg)
-    runtime.seed_everything(cfg.RNG_SEED)
+    rng.seed_everything(cfg.RNG_SEED)
     ctx = RunContext.create(cfg, rank, world_size)
     path = decided_on_master(
-        ctx.is_master, lambda: _checkpoint_to_test(cfg), (cu.CheckpointError,)
+        ctx.is_master, lambda: _checkpoint_to_test(cfg), (CheckpointError,)
     )
     done = _earlier_result(cfg, ctx, path)
     if done is not None:
@@ -127,7 +128,7 @@ def _load_model(cfg: CfgNode, path: str, device: torch.device) -> torch.nn.Modul
     # TEST.CHECKPOINT_TYPE is the type of TEST.CHECKPOINT_FILE_PATH; the run's
     # own checkpoints are .pyth files whatever it says, as in the reference.
     caffe2 = cfg.TEST.CHECKPOINT_TYPE == "caffe2"
-    cu.load_checkpoint(
+    load_checkpoint(
         path,
         model,
         convert_from_caffe2=caffe2 and path == cfg.TEST.CHECKPOINT_FILE_PATH,

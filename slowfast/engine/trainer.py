@@ -12,7 +12,7 @@ from typing import List, Optional
 
 from fvcore.common.config import CfgNode
 
-from slowfast.checkpoint.io import CheckpointError
+from slowfast.checkpoint.files import CheckpointError
 from slowfast.config.derived import global_batch_size, stop_signals
 from slowfast.datasets import PlannedBatch
 from slowfast.engine import runtime
@@ -26,6 +26,7 @@ from slowfast.engine.builders import (
     wrap_for_processes,
     write_run_files,
 )
+from slowfast.engine.checkpointer import Checkpointer
 from slowfast.engine.evaluator import Evaluator
 from slowfast.engine.graphed_step import GraphedTrainStep
 from slowfast.engine.hooks import (
@@ -40,7 +41,6 @@ from slowfast.engine.hooks import (
 )
 from slowfast.engine.loop import HookBase, LoopState, TrainLoop
 from slowfast.engine.preemption import PreemptionHook, StopSignals
-from slowfast.engine.resume import Checkpointer, resume_or_init
 from slowfast.engine.run_state import RunStateError, RunStateRecorder
 from slowfast.engine.step import TrainStep
 from slowfast.engine.writers import JsonMetricsWriter, TensorBoardWriter
@@ -90,6 +90,9 @@ class Trainer:
         self.model = wrap_for_processes(self.net, ctx)
         self.optimizer = construct_optimizer(self.model, cfg)
         self.scaler = runtime.make_grad_scaler(cfg, self.device)
+        self.checkpointer = Checkpointer(
+            cfg, ctx, self.model, self.optimizer, self.scaler
+        )
         self.loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
         self.loaders = build_loaders(cfg, ctx, self._plan)
         self.train_loader, self.val_loader, self.precise_loader = self.loaders
@@ -105,9 +108,7 @@ class Trainer:
     def resume(self) -> None:
         """Loads the newest checkpoint of OUTPUT_DIR (or the initial weights)
         and sets where training continues."""
-        start = resume_or_init(
-            self.cfg, self.ctx, self.model, self.optimizer, self.scaler
-        )
+        start = self.checkpointer.resume_or_init()
         self.start_epoch, self.start_iter = start.epoch, start.iteration
         self.hook_states = start.hook_states
         in_schedule = start.epoch < self.schedule.max_epoch
@@ -131,10 +132,6 @@ class Trainer:
     def _iters(self, epoch: int) -> int:
         """Iterations of each process in ``epoch`` (equals the loader's length)."""
         return self.schedule.iters_in_epoch(epoch, self.dataset_size)
-
-    def checkpointer(self) -> Checkpointer:
-        """The run's checkpoint writer (model, optimizer, scaler; OUTPUT_DIR)."""
-        return Checkpointer(self.cfg, self.ctx, self.model, self.optimizer, self.scaler)
 
     def eval_hook(self) -> EvalHook:
         """Validation of ``net`` on the val loader when ``periods`` says."""
@@ -188,7 +185,7 @@ class Trainer:
                     periods.precise_bn_due,
                 )
             )
-        checkpoint = CheckpointHook(self.checkpointer(), periods.checkpoint_due)
+        checkpoint = CheckpointHook(self.checkpointer, periods.checkpoint_due)
         hooks += [
             BufferSyncHook(self.net, self.ctx, periods.end_of_epoch),
             checkpoint,
@@ -248,16 +245,14 @@ class Trainer:
             self.cfg.SOLVER.CLIP_GRAD_L2NORM,
             self.cfg.DATA.MULTI_LABEL,
         )
-        hooks = self.build_hooks()
-        for hook in hooks:
-            if isinstance(hook, CheckpointHook):
-                hook.hooks = hooks  # the final list, a subclass's hooks included
-            saved = self.hook_states.get(type(hook).__name__)
-            if saved:
-                hook.load_state_dict(saved)
         loop = TrainLoop(
-            step, self.train_loader, self._iters, hooks, sync_period=self.cfg.LOG_PERIOD
+            step,
+            self.train_loader,
+            self._iters,
+            self.build_hooks(),
+            sync_period=self.cfg.LOG_PERIOD,
         )
+        loop.load_hook_states(self.hook_states)
         try:
             loop.run(self.start_epoch, max_epoch, self.global_iter, self.start_iter)
         finally:

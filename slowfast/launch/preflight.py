@@ -250,8 +250,8 @@ def check_resume(cfg: CfgNode) -> None:
     """The checkpoint a training run resumes from belongs to it and is whole."""
     if not (cfg.TRAIN.ENABLE and cfg.TRAIN.AUTO_RESUME):
         return
-    from slowfast.checkpoint.io import CheckpointError
-    from slowfast.engine.resume import find_resume_checkpoint
+    from slowfast.checkpoint.files import CheckpointError
+    from slowfast.engine.checkpointer import find_resume_checkpoint
 
     try:
         find_resume_checkpoint(cfg)

@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from slowfast.checkpoint import caffe2
-from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.files import CheckpointError
+from slowfast.checkpoint.io import get_last_checkpoint, load_checkpoint
+from slowfast.checkpoint.save import save_checkpoint
 from slowfast.config import load_config
 from slowfast.models import build_model
 from tests.conftest import REPO_ROOT
@@ -134,15 +136,15 @@ def test_caffe2_checkpoint_gives_the_same_model_as_the_pyth(family, tmp_path, ca
     source = _randomized(cfg, 0)
     pkl = str(tmp_path / "model.pkl")
     write_pkl(source, pkl)
-    pyth = cu.save_checkpoint(str(tmp_path), source, None, 0, cfg)
+    pyth = save_checkpoint(str(tmp_path), source, None, 0, cfg)
 
     from_pkl, from_pyth = _randomized(cfg, 1), _randomized(cfg, 2)
     with caplog.at_level(logging.INFO):
-        info = cu.load_checkpoint(pkl, from_pkl, convert_from_caffe2=True)
+        info = load_checkpoint(pkl, from_pkl, convert_from_caffe2=True)
     assert info["epoch"] == -1  # weights only: training starts at epoch 0
     assert "does not name" not in caplog.text  # momentum, lr, model_iter ignored
     assert "classifier left" not in caplog.text
-    cu.load_checkpoint(pyth, from_pyth)
+    load_checkpoint(pyth, from_pyth)
     for key, value in source.state_dict().items():
         assert torch.equal(from_pkl.state_dict()[key].float(), value.float()) or (
             key.endswith("num_batches_tracked")
@@ -163,7 +165,7 @@ def test_fine_tuning_loads_everything_but_the_classifier(tmp_path, caplog):
     target = _randomized(ssv2, 1)
     head_before = target.head.projection.weight.clone()
     with caplog.at_level(logging.INFO):
-        cu.load_checkpoint(pkl, target, convert_from_caffe2=True, epoch_reset=True)
+        load_checkpoint(pkl, target, convert_from_caffe2=True, epoch_reset=True)
     assert (
         "classifier left as initialised (pred_w (10, 640) -> head.projection.weight"
         " (7, 640))" in caplog.text
@@ -182,8 +184,8 @@ def test_a_classifier_for_other_classes_is_refused_outside_fine_tuning(tmp_path)
     write_pkl(source, pkl)
     target = _randomized(_cfg("i3d", "MODEL.NUM_CLASSES", "7"), 1)
     before = {k: v.clone() for k, v in target.state_dict().items()}
-    with pytest.raises(cu.CheckpointError) as err:  # as TEST.CHECKPOINT_TYPE loads
-        cu.load_checkpoint(pkl, target, convert_from_caffe2=True)
+    with pytest.raises(CheckpointError) as err:  # as TEST.CHECKPOINT_TYPE loads
+        load_checkpoint(pkl, target, convert_from_caffe2=True)
     assert str(err.value).startswith(f"{pkl}: Caffe2 checkpoint does not match")
     assert "2 blobs of another shape: pred_b (10,) -> head.projection.bias (7,)" in (
         str(err.value)
@@ -210,8 +212,8 @@ def test_a_checkpoint_of_another_architecture_is_refused(
     write_pkl(source, pkl)
     target = _randomized(_cfg(target_family), 1)
     before = {k: v.clone() for k, v in target.state_dict().items()}
-    with pytest.raises(cu.CheckpointError) as err:  # even when fine-tuning
-        cu.load_checkpoint(pkl, target, convert_from_caffe2=True, epoch_reset=True)
+    with pytest.raises(CheckpointError) as err:  # even when fine-tuning
+        load_checkpoint(pkl, target, convert_from_caffe2=True, epoch_reset=True)
     message = str(err.value)
     assert "\n" not in message and expected in message, message
     assert "use the config it was trained with" in message
@@ -234,14 +236,14 @@ def _write_blobs(path, **blobs):
 def test_fine_tuning_needs_the_classifier_blobs_and_drops_both(tmp_path, caplog):
     pkl = str(tmp_path / "no_head.pkl")
     _write_blobs(pkl, pred_w=np.ones((2, 3), np.float32))  # no pred_b
-    with pytest.raises(cu.CheckpointError, match="1 model keys no blob fills: head"):
-        cu.load_checkpoint(pkl, _head(2), convert_from_caffe2=True, epoch_reset=True)
+    with pytest.raises(CheckpointError, match="1 model keys no blob fills: head"):
+        load_checkpoint(pkl, _head(2), convert_from_caffe2=True, epoch_reset=True)
     # A bias that happens to fit is not loaded beside a weight that does not.
     _write_blobs(pkl, pred_w=np.ones((2, 4), np.float32), pred_b=np.ones(2, np.float32))
     model = _head(2)
     bias = model.head.projection.bias.clone()
     with caplog.at_level(logging.WARNING):
-        cu.load_checkpoint(pkl, model, convert_from_caffe2=True, epoch_reset=True)
+        load_checkpoint(pkl, model, convert_from_caffe2=True, epoch_reset=True)
     assert "classifier left as initialised (pred_w (2, 4) -> head" in caplog.text
     assert torch.equal(model.head.projection.bias, bias)
 
@@ -256,7 +258,7 @@ def test_blobs_the_table_does_not_name_are_ignored_with_a_warning(tmp_path, capl
         data_mean=np.zeros(3, np.float32),
     )
     with caplog.at_level(logging.WARNING):
-        cu.load_checkpoint(pkl, model, convert_from_caffe2=True)
+        load_checkpoint(pkl, model, convert_from_caffe2=True)
     assert "1 blob(s) the reference's table does not name are ignored: data_mean" in (
         caplog.text
     )
@@ -318,7 +320,7 @@ def test_convert_checkpoint_writes_a_pyth(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"wrote {out}" in result.stdout
     converted = _randomized(cfg, 5)
-    info = cu.load_checkpoint(out, converted)
+    info = load_checkpoint(out, converted)
     assert info["epoch"] == -1
     for key, value in source.state_dict().items():
         assert torch.equal(converted.state_dict()[key], value), key
@@ -346,4 +348,4 @@ def test_a_run_fine_tunes_from_a_caffe2_checkpoint(demo_data, tmp_path, caplog):
     assert f"initialised from {pkl}" in caplog.text
     assert "classifier left as initialised (pred_w" in caplog.text  # 12-class head
     assert "training epochs 1..1 of 1" in caplog.text
-    assert cu.get_last_checkpoint(str(tmp_path)).endswith("checkpoint_epoch_00001.pyth")
+    assert get_last_checkpoint(str(tmp_path)).endswith("checkpoint_epoch_00001.pyth")

@@ -6,8 +6,10 @@ import pytest
 import torch
 from torch import nn
 
-from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.files import CheckpointError
 from slowfast.checkpoint.inflate import inflate_weight
+from slowfast.checkpoint.io import load_checkpoint
+from slowfast.checkpoint.save import save_checkpoint
 from slowfast.config import load_config
 from slowfast.models import build_model
 from tests.helpers.checkpoint_utils import (
@@ -27,12 +29,10 @@ def cfg():
 def test_missing_truncated_and_foreign_files_fail_clearly(tmp_path, cfg):
     model = TinyNet()
     missing = str(tmp_path / "nope.pyth")
-    with pytest.raises(
-        cu.CheckpointError, match=f"{missing}: checkpoint file not found"
-    ):
-        cu.load_checkpoint(missing, model)
+    with pytest.raises(CheckpointError, match=f"{missing}: checkpoint file not found"):
+        load_checkpoint(missing, model)
 
-    good = cu.save_checkpoint(str(tmp_path), model, None, 0, cfg)
+    good = save_checkpoint(str(tmp_path), model, None, 0, cfg)
     truncated = str(tmp_path / "truncated.pyth")
     with open(good, "rb") as src, open(truncated, "wb") as dst:
         dst.write(src.read()[:300])
@@ -50,19 +50,19 @@ def test_missing_truncated_and_foreign_files_fail_clearly(tmp_path, cfg):
         (tensor_file, "expected a dict, got Tensor"),
     ]
     for path, why in cases:
-        with pytest.raises(cu.CheckpointError) as err:
-            cu.load_checkpoint(path, model)
+        with pytest.raises(CheckpointError) as err:
+            load_checkpoint(path, model)
         message = str(err.value)
         assert message.startswith(f"{path}: ") and why in message
         assert "\n" not in message
 
 
 def test_wrong_architecture_names_keys_and_shapes(tmp_path, cfg):
-    path = cu.save_checkpoint(str(tmp_path), TinyNet(temporal=1), None, 0, cfg)
+    path = save_checkpoint(str(tmp_path), TinyNet(temporal=1), None, 0, cfg)
     model = TinyNet(temporal=3)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    with pytest.raises(cu.CheckpointError) as err:
-        cu.load_checkpoint(path, model)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(path, model)
     message = str(err.value)
     assert message.startswith(path)
     assert (
@@ -75,8 +75,8 @@ def test_wrong_architecture_names_keys_and_shapes(tmp_path, cfg):
     wider = nn.Sequential()
     wider.add_module("stem", Stem(1))
     wider.add_module("extra", nn.Linear(4, 4))
-    with pytest.raises(cu.CheckpointError) as err:
-        cu.load_checkpoint(path, wider)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(path, wider)
     message = str(err.value)
     assert "missing keys: extra.weight, extra.bias" in message
     assert "unexpected keys: head.weight, head.bias" in message
@@ -85,23 +85,21 @@ def test_wrong_architecture_names_keys_and_shapes(tmp_path, cfg):
 
 def test_optimizer_mismatch_fails_clearly(tmp_path, cfg):
     model = TinyNet()
-    path = cu.save_checkpoint(str(tmp_path), model, make_optimizer(model), 0, cfg)
+    path = save_checkpoint(str(tmp_path), model, make_optimizer(model), 0, cfg)
     fresh = TinyNet()
     groups = [{"params": fresh.stem.parameters()}, {"params": fresh.head.parameters()}]
-    with pytest.raises(cu.CheckpointError, match="optimizer state does not fit"):
-        cu.load_checkpoint(path, fresh, optimizer=torch.optim.SGD(groups, lr=0.1))
+    with pytest.raises(CheckpointError, match="optimizer state does not fit"):
+        load_checkpoint(path, fresh, optimizer=torch.optim.SGD(groups, lr=0.1))
 
 
 def test_a_caffe2_path_that_is_not_one_is_one_line(tmp_path):
     missing = str(tmp_path / "model.pkl")
-    with pytest.raises(
-        cu.CheckpointError, match="model.pkl: checkpoint file not found"
-    ):
-        cu.load_checkpoint(missing, TinyNet(), convert_from_caffe2=True)
+    with pytest.raises(CheckpointError, match="model.pkl: checkpoint file not found"):
+        load_checkpoint(missing, TinyNet(), convert_from_caffe2=True)
     other = tmp_path / "other.pkl"
     other.write_bytes(b"not a pickle")
-    with pytest.raises(cu.CheckpointError, match="other.pkl: not a Caffe2 checkpoint"):
-        cu.load_checkpoint(str(other), TinyNet(), convert_from_caffe2=True)
+    with pytest.raises(CheckpointError, match="other.pkl: not a Caffe2 checkpoint"):
+        load_checkpoint(str(other), TinyNet(), convert_from_caffe2=True)
 
 
 def test_module_prefix_and_clear_name_pattern(tmp_path):
@@ -110,24 +108,24 @@ def test_module_prefix_and_clear_name_pattern(tmp_path):
     state = {"module." + k: v for k, v in source.state_dict().items()}
     torch.save({"epoch": 0, "model_state": state}, prefixed)
     model = TinyNet()
-    cu.load_checkpoint(prefixed, model)
+    load_checkpoint(prefixed, model)
     assert_same_state(source.state_dict(), model.state_dict())
 
     renamed = str(tmp_path / "renamed.pyth")
     state = {"backbone." + k: v for k, v in source.state_dict().items()}
     torch.save({"epoch": 0, "model_state": state}, renamed)
     model = TinyNet()
-    cu.load_checkpoint(renamed, model, clear_name_pattern=("backbone.",))
+    load_checkpoint(renamed, model, clear_name_pattern=("backbone.",))
     assert_same_state(source.state_dict(), model.state_dict())
 
     collide = str(tmp_path / "collide.pyth")
     state = dict(source.state_dict(), **{"module.head.bias": source.head.bias})
     torch.save({"epoch": 0, "model_state": state}, collide)
-    with pytest.raises(cu.CheckpointError, match="becomes 'head.bias'"):
-        cu.load_checkpoint(collide, TinyNet())
+    with pytest.raises(CheckpointError, match="becomes 'head.bias'"):
+        load_checkpoint(collide, TinyNet())
 
     with pytest.raises(ValueError, match="data_parallel=True"):
-        cu.load_checkpoint(prefixed, TinyNet(), data_parallel=True)
+        load_checkpoint(prefixed, TinyNet(), data_parallel=True)
 
 
 def test_inflate_weight_static_clip_matches_2d():
@@ -151,7 +149,7 @@ def test_inflation_from_2d_checkpoint(tmp_path, cfg, source_kind):
     torch.save({"epoch": 0, "model_state": source.state_dict()}, path)
 
     model = TinyNet(temporal=3)
-    info = cu.load_checkpoint(path, model, inflation=True)
+    info = load_checkpoint(path, model, inflation=True)
     assert info["epoch"] == 0
     source.eval()
     model.eval()
@@ -184,43 +182,43 @@ def _tiny_cfg(arch: str, num_classes: int = 3):
 def test_real_model_round_trip_and_architecture_mismatch(tmp_path):
     c2d_cfg, i3d_cfg = _tiny_cfg("c2d"), _tiny_cfg("i3d")
     c2d = build_model(c2d_cfg)
-    path = cu.save_checkpoint(str(tmp_path), c2d, make_optimizer(c2d), 0, c2d_cfg)
+    path = save_checkpoint(str(tmp_path), c2d, make_optimizer(c2d), 0, c2d_cfg)
 
     same = build_model(c2d_cfg)
-    cu.load_checkpoint(path, same, optimizer=make_optimizer(same))
+    load_checkpoint(path, same, optimizer=make_optimizer(same))
     assert_same_state(c2d.state_dict(), same.state_dict())
 
     i3d = build_model(i3d_cfg)
-    with pytest.raises(cu.CheckpointError) as err:
-        cu.load_checkpoint(path, i3d)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(path, i3d)
     assert "s1.pathway0_stem.conv.weight: checkpoint (" in str(err.value)
-    cu.load_checkpoint(path, i3d, inflation=True)
+    load_checkpoint(path, i3d, inflation=True)
     stem = i3d.state_dict()["s1.pathway0_stem.conv.weight"]
     source = c2d.state_dict()["s1.pathway0_stem.conv.weight"]
     torch.testing.assert_close(stem.sum(2, keepdim=True), source)
 
     slowfast_cfg = _tiny_cfg("slowfast")
-    with pytest.raises(cu.CheckpointError, match="missing keys: .*pathway1"):
-        cu.load_checkpoint(path, build_model(slowfast_cfg))
+    with pytest.raises(CheckpointError, match="missing keys: .*pathway1"):
+        load_checkpoint(path, build_model(slowfast_cfg))
 
 
 @pytest.mark.parametrize("arch", ["c2d", "i3d"])  # i3d: inflated from the C2D
 def test_fine_tuning_starts_another_datasets_classifier_afresh(tmp_path, arch, caplog):
     source_cfg = _tiny_cfg("c2d", num_classes=3)
     source = build_model(source_cfg)
-    path = cu.save_checkpoint(str(tmp_path), source, None, 0, source_cfg)
+    path = save_checkpoint(str(tmp_path), source, None, 0, source_cfg)
     torch.manual_seed(1)
     model = build_model(_tiny_cfg(arch, num_classes=5))
     init = {k: v.clone() for k, v in model.state_dict().items()}
     inflate = arch == "i3d"
-    with pytest.raises(cu.CheckpointError) as err:  # resuming: strict
-        cu.load_checkpoint(path, model, inflation=inflate)
+    with pytest.raises(CheckpointError) as err:  # resuming: strict
+        load_checkpoint(path, model, inflation=inflate)
     assert "head.projection.weight: checkpoint (3, " in str(err.value)
     assert "classifier for 3 classes: set MODEL.NUM_CLASSES 3, or" in str(err.value)
     assert "TRAIN.CHECKPOINT_EPOCH_RESET True" in str(err.value)
 
     with caplog.at_level("WARNING"):
-        info = cu.load_checkpoint(path, model, inflation=inflate, epoch_reset=True)
+        info = load_checkpoint(path, model, inflation=inflate, epoch_reset=True)
     assert info["epoch"] == -1
     loaded, trained = model.state_dict(), source.state_dict()
     for key in ("head.projection.weight", "head.projection.bias"):
@@ -234,11 +232,9 @@ def test_fine_tuning_starts_another_datasets_classifier_afresh(tmp_path, arch, c
 
 def test_fine_tuning_still_refuses_a_backbone_that_does_not_fit(tmp_path, caplog):
     source_cfg = _tiny_cfg("c2d")
-    path = cu.save_checkpoint(
-        str(tmp_path), build_model(source_cfg), None, 0, source_cfg
-    )
+    path = save_checkpoint(str(tmp_path), build_model(source_cfg), None, 0, source_cfg)
     model = build_model(_tiny_cfg("i3d", 5))
-    with pytest.raises(cu.CheckpointError, match="s1.pathway0_stem.conv.weight"):
+    with pytest.raises(CheckpointError, match="s1.pathway0_stem.conv.weight"):
         with caplog.at_level("WARNING"):
-            cu.load_checkpoint(path, model, epoch_reset=True)
+            load_checkpoint(path, model, epoch_reset=True)
     assert "classifier left as initialised" not in caplog.text  # nothing loaded

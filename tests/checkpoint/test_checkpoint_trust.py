@@ -6,10 +6,11 @@ import shutil
 import pytest
 import torch
 
-from slowfast.checkpoint import io as cu
 from slowfast.checkpoint import save as cs
+from slowfast.checkpoint.files import CheckpointError, get_path_to_checkpoint
+from slowfast.checkpoint.save import save_checkpoint
 from slowfast.config import load_config
-from slowfast.engine.resume import find_resume_checkpoint
+from slowfast.engine.checkpointer import find_resume_checkpoint
 from slowfast.models import build_model
 from tests.conftest import REPO_ROOT
 
@@ -28,7 +29,7 @@ def _save(cfg, epoch, mark=False):
         with torch.no_grad():
             next(model.parameters()).fill_(MARK)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    return cu.save_checkpoint(cfg.OUTPUT_DIR, model, optimizer, epoch, cfg)
+    return save_checkpoint(cfg.OUTPUT_DIR, model, optimizer, epoch, cfg)
 
 
 def test_another_runs_checkpoint_is_refused_naming_the_keys(tmp_path):
@@ -36,7 +37,7 @@ def test_another_runs_checkpoint_is_refused_naming_the_keys(tmp_path):
     _save(ours, 0)
     theirs = _cfg(tmp_path, "SOLVER.BASE_LR", "0.5", "MODEL.DROPOUT_RATE", "0.1")
     path = _save(theirs, 1)  # placed as the newest file
-    with pytest.raises(cu.CheckpointError) as info:
+    with pytest.raises(CheckpointError) as info:
         find_resume_checkpoint(ours)
     message = str(info.value)
     assert message.startswith(f"{path} belongs to another run (fingerprint ")
@@ -69,7 +70,7 @@ def test_a_checkpoint_whose_name_lies_is_skipped(tmp_path, caplog):
     cfg = _cfg(tmp_path)
     good = _save(cfg, 0)
     path = _save(cfg, 1)
-    renamed = cu.get_path_to_checkpoint(cfg.OUTPUT_DIR, 7)
+    renamed = get_path_to_checkpoint(cfg.OUTPUT_DIR, 7)
     shutil.move(path, renamed)
     with caplog.at_level("WARNING"):
         assert find_resume_checkpoint(cfg) == good
@@ -82,7 +83,7 @@ def test_checkpoints_none_of_which_is_usable_stop_the_run(tmp_path):
     folder.mkdir()
     for epoch in (1, 2):
         (folder / f"checkpoint_epoch_{epoch:05d}.pyth").write_bytes(b"\x00" * 64)
-    with pytest.raises(cu.CheckpointError) as info:
+    with pytest.raises(CheckpointError) as info:
         find_resume_checkpoint(cfg)
     message = str(info.value)
     assert "holds 2 checkpoint(s) and none is usable" in message
@@ -101,7 +102,7 @@ def test_a_full_disk_during_a_save_is_one_clear_line(tmp_path, monkeypatch):
     usage = shutil.disk_usage(tmp_path)._replace(free=0)
     monkeypatch.setattr(cs.torch, "save", full)
     monkeypatch.setattr(cs.shutil, "disk_usage", lambda path: usage)
-    with pytest.raises(cu.CheckpointError, match="the disk is full \\(0 MiB free\\)"):
+    with pytest.raises(CheckpointError, match="the disk is full \\(0 MiB free\\)"):
         _save(cfg, 0)
     assert os.listdir(tmp_path / "checkpoints") == []  # no temporary file left
 

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.io import load_checkpoint
 from slowfast.engine import trainer as trainer_module
 from slowfast.engine.loop import HookBase
 from slowfast.models import build_model
@@ -150,7 +150,7 @@ def test_hook_state_is_checkpointed_and_restored_on_resume(demo_data, tmp_path):
     whole = CountingTrainer(cfg, RunContext())
     whole.train()
     assert whole.counter.steps == 2 * whole._iters(0)
-    first = cu.load_checkpoint(str(out / "checkpoints/checkpoint_epoch_00001.pyth"),
+    first = load_checkpoint(str(out / "checkpoints/checkpoint_epoch_00001.pyth"),
                                build_model(cfg))  # fmt: skip
     assert first["hook_states"] == {"_StepCounter": {"steps": whole._iters(0)}}
     os.remove(out / "checkpoints" / "checkpoint_epoch_00002.pyth")  # killed here

@@ -8,8 +8,15 @@ import signal
 import pytest
 import torch
 
-from slowfast.checkpoint import io as cu
-from slowfast.checkpoint.files import epochs_done
+from slowfast.checkpoint.files import (
+    CheckpointError,
+    epochs_done,
+    is_mid_epoch_checkpoint,
+    list_checkpoints,
+    prune_mid_epoch_checkpoints,
+)
+from slowfast.checkpoint.io import get_last_checkpoint
+from slowfast.checkpoint.save import save_checkpoint
 from slowfast.config import load_config
 from slowfast.config.derived import parse_signals
 from slowfast.engine import trainer as trainer_module
@@ -95,7 +102,7 @@ def _epoch_lines(out_dir):
 def test_preempted_at_random_iterations_ends_bit_identical(demo_data, tmp_path):
     full = tmp_path / "full"
     _run(_cfg(demo_data, full))
-    final = cu.get_last_checkpoint(str(full))
+    final = get_last_checkpoint(str(full))
     per_epoch = [sum(s[0] for s in e[2].values()) for e in _epoch_lines(full).values()]
     assert sum(per_epoch) > 20  # enough iterations to stop at random ones
 
@@ -108,9 +115,7 @@ def test_preempted_at_random_iterations_ends_bit_identical(demo_data, tmp_path):
         with pytest.raises(Preempted) as info:
             _run(_cfg(demo_data, out), trainer)
         assert info.value.signum == signum and info.value.exit_status == EXIT_PREEMPTED
-        mid = [
-            p for p in cu.list_checkpoints(str(out)) if cu.is_mid_epoch_checkpoint(p)
-        ]
+        mid = [p for p in list_checkpoints(str(out)) if is_mid_epoch_checkpoint(p)]
         assert mid == [info.value.path], "older mid-epoch checkpoints are pruned"
         # Saved at the first statistics read-back after the signal (LOG_PERIOD
         # 2: the signalled iteration or the next), no work lost.
@@ -122,12 +127,12 @@ def test_preempted_at_random_iterations_ends_bit_identical(demo_data, tmp_path):
     _run(_cfg(demo_data, out))
 
     state_a = torch.load(final, weights_only=True)
-    path_b = cu.get_last_checkpoint(str(out))
+    path_b = get_last_checkpoint(str(out))
     state_b = torch.load(path_b, weights_only=True)
     assert os.path.basename(path_b) == os.path.basename(final)
     for key, value in state_a["model_state"].items():
         assert torch.equal(value, state_b["model_state"][key]), key
-    assert not any(cu.is_mid_epoch_checkpoint(p) for p in cu.list_checkpoints(str(out)))
+    assert not any(is_mid_epoch_checkpoint(p) for p in list_checkpoints(str(out)))
     # The epochs' statistics, meters restored mid-epoch, equal the uninterrupted run's.
     assert _epoch_lines(out) == _epoch_lines(full)
     lines = map(json.loads, open(out / "json_stats.log"))
@@ -179,7 +184,7 @@ def test_checkpoint_names_sort_mid_epoch_checkpoints_inside_their_epoch(tmp_path
     ]
     for name in names:
         (folder / name).write_bytes(b"x")
-    order = [os.path.basename(p) for p in cu.list_checkpoints(str(tmp_path))]
+    order = [os.path.basename(p) for p in list_checkpoints(str(tmp_path))]
     assert order == [
         "checkpoint_epoch_00003_iter_000007.pyth",
         "checkpoint_epoch_00003.pyth",
@@ -193,13 +198,13 @@ def test_checkpoint_names_sort_mid_epoch_checkpoints_inside_their_epoch(tmp_path
     # A save at an earlier position (a resume from an older checkpoint) keeps
     # itself and what lies after it; it removes only what lies before.
     keep = str(folder / "checkpoint_epoch_00004_iter_000009.pyth")
-    removed = cu.prune_mid_epoch_checkpoints(str(tmp_path), keep=keep)
+    removed = prune_mid_epoch_checkpoints(str(tmp_path), keep=keep)
     assert [os.path.basename(p) for p in removed] == [
         "checkpoint_epoch_00003_iter_000007.pyth"
     ]
-    removed = cu.prune_mid_epoch_checkpoints(str(tmp_path))
+    removed = prune_mid_epoch_checkpoints(str(tmp_path))
     assert len(removed) == 2
-    left = [os.path.basename(p) for p in cu.list_checkpoints(str(tmp_path))]
+    left = [os.path.basename(p) for p in list_checkpoints(str(tmp_path))]
     assert left == ["checkpoint_epoch_00003.pyth", "checkpoint_epoch_00004.pyth"]
 
 
@@ -231,7 +236,7 @@ def test_sigterm_to_the_whole_process_group_stops_cleanly(demo_data, tmp_path):
     assert proc.returncode == EXIT_PREEMPTED, stderr[-3000:]
     assert "stopped by SIGTERM after a mid-epoch checkpoint" in stderr
     assert "Traceback" not in stderr
-    assert [p for p in cu.list_checkpoints(str(out)) if cu.is_mid_epoch_checkpoint(p)]
+    assert [p for p in list_checkpoints(str(out)) if is_mid_epoch_checkpoint(p)]
 
 
 def test_a_checkpoint_past_the_end_of_this_runs_epoch_is_refused(demo_data, tmp_path):
@@ -240,7 +245,7 @@ def test_a_checkpoint_past_the_end_of_this_runs_epoch_is_refused(demo_data, tmp_
     cfg = _cfg(demo_data, tmp_path / "first")
     trainer = trainer_module.Trainer(cfg, RunContext())
     iters = trainer._iters(0)
-    path = cu.save_checkpoint(
+    path = save_checkpoint(
         str(tmp_path / "first"),
         trainer.model,
         trainer.optimizer,
@@ -250,7 +255,7 @@ def test_a_checkpoint_past_the_end_of_this_runs_epoch_is_refused(demo_data, tmp_
     )
     trainer._shutdown_loaders()
     again = _cfg(demo_data, tmp_path / "second", ["TRAIN.CHECKPOINT_FILE_PATH", path])
-    with pytest.raises(cu.CheckpointError) as info:
+    with pytest.raises(CheckpointError) as info:
         trainer_module.Trainer(again, RunContext())
     assert str(info.value).startswith(
         f"the checkpoint was saved after iteration {iters + 1} of epoch 1, which "

@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.io import get_last_checkpoint
 from slowfast.config import load_config
 from slowfast.engine import trainer as trainer_module
 from slowfast.engine.tester import test as run_test
@@ -85,7 +85,7 @@ def test_train_then_test_each_arch_and_layout(demo_data, tmp_path, name, layout)
         ],
     )
     train(cfg)
-    assert cu.get_last_checkpoint(str(tmp_path)).endswith("checkpoint_epoch_00001.pyth")
+    assert get_last_checkpoint(str(tmp_path)).endswith("checkpoint_epoch_00001.pyth")
     metrics = run_test(cfg)
     assert metrics["num_videos"] > 0
     if cfg.DATA.MULTI_LABEL:
@@ -132,7 +132,7 @@ def _multigrid_opts(extra=()):
 
 
 def _final_state(out_dir):
-    path = cu.get_last_checkpoint(str(out_dir))
+    path = get_last_checkpoint(str(out_dir))
     return path, torch.load(path, weights_only=True)["model_state"]
 
 
@@ -267,7 +267,7 @@ def test_nan_loss_stops_with_iteration_and_keeps_last_checkpoint(
     with pytest.raises(FloatingPointError, match="iteration 3/") as info:
         train(cfg)
     assert "checkpoint_epoch_00001.pyth" in str(info.value)
-    assert cu.get_last_checkpoint(str(tmp_path)).endswith("checkpoint_epoch_00001.pyth")
+    assert get_last_checkpoint(str(tmp_path)).endswith("checkpoint_epoch_00001.pyth")
 
 
 def test_test_only_run_keeps_earlier_results_and_writes_tensorboard(
@@ -285,7 +285,7 @@ def test_test_only_run_keeps_earlier_results_and_writes_tensorboard(
     first = torch.load(tmp_path / "test_results.pyth")
     other = tmp_path / "elsewhere" / "checkpoint_epoch_00007.pyth"
     other.parent.mkdir()
-    shutil.copy(cu.get_last_checkpoint(str(tmp_path)), other)
+    shutil.copy(get_last_checkpoint(str(tmp_path)), other)
     again = _cfg(
         "Kinetics_I3D_tiny.yaml",
         demo_data / "kinetics",
@@ -351,7 +351,7 @@ def test_the_run_state_decides_not_the_log(demo_data, tmp_path):
     first = run_test(cfg)
     state = json.loads((tmp_path / "run_state.json").read_text())
     (tested,) = state["tests"]
-    path = cu.get_last_checkpoint(str(tmp_path), epochs_only=True)
+    path = get_last_checkpoint(str(tmp_path), epochs_only=True)
     assert tested["checkpoint"] == path and tested["top1_err"] == first["top1_err"]
     info = os.stat(path)
     assert tested["checkpoint_file"] == f"{info.st_size}-{info.st_mtime_ns}"

@@ -212,7 +212,8 @@ def test_results_of_another_kind_are_kept_not_read_as_ours(tmp_path):
 def test_the_runs_own_checkpoint_is_tested_as_pyth_under_caffe2_type(tmp_path):
     """TEST.CHECKPOINT_TYPE caffe2 names TEST.CHECKPOINT_FILE_PATH's type; with
     that empty, the run's own .pyth checkpoint is tested (the reference's way)."""
-    from slowfast.checkpoint import io as cu
+    from slowfast.checkpoint.files import CheckpointError
+    from slowfast.checkpoint.save import save_checkpoint
     from slowfast.engine import tester
     from slowfast.models import build_model
 
@@ -221,12 +222,12 @@ def test_the_runs_own_checkpoint_is_tested_as_pyth_under_caffe2_type(tmp_path):
             "MODEL.ARCH", "c2d", "MODEL.MODEL_NAME", "ResNet"]  # fmt: skip
     cfg = load_config([], opts)
     trained = build_model(cfg)
-    path = cu.save_checkpoint(str(tmp_path), trained, None, 0, cfg)
+    path = save_checkpoint(str(tmp_path), trained, None, 0, cfg)
     model = tester._load_model(
         cfg, tester._checkpoint_to_test(cfg), torch.device("cpu")
     )
     for name, value in trained.state_dict().items():
         assert torch.equal(model.state_dict()[name], value), name
     cfg = load_config([], opts + ["TEST.CHECKPOINT_FILE_PATH", path])
-    with pytest.raises(cu.CheckpointError, match="not a Caffe2 checkpoint"):
+    with pytest.raises(CheckpointError, match="not a Caffe2 checkpoint"):
         tester._load_model(cfg, path, torch.device("cpu"))

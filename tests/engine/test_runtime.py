@@ -7,6 +7,7 @@ import torch
 
 from slowfast.config import load_config
 from slowfast.engine import runtime
+from slowfast.utils import rng
 
 CPU = torch.device("cpu")
 
@@ -73,9 +74,9 @@ def test_cuda_rng_state_is_this_process_gpus_whatever_the_gpus_seen(monkeypatch)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_rng_state", lambda: torch.full((4,), 7))
-    state = runtime.get_rng_state()
+    state = rng.get_rng_state()
     assert state["cuda"].tolist() == [7] * 4  # one GPU's, not every visible one's
     restored = []
     monkeypatch.setattr(torch.cuda, "set_rng_state", lambda s: restored.append(s))
-    runtime.set_rng_state(state)
+    rng.set_rng_state(state)
     assert [s.tolist() for s in restored] == [[7] * 4]

@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.files import is_mid_epoch_checkpoint, list_checkpoints
+from slowfast.checkpoint.io import get_last_checkpoint
 from slowfast.config import load_config
 from slowfast.launch.launcher import (
     LaunchError,
@@ -62,7 +63,7 @@ def _opts(demo_data, out_dir):
 
 
 def _weights(out_dir):
-    path = cu.get_last_checkpoint(str(out_dir))
+    path = get_last_checkpoint(str(out_dir))
     assert path and path.endswith("checkpoint_epoch_00002.pyth"), path
     return torch.load(path, weights_only=True)["model_state"]
 
@@ -215,7 +216,7 @@ def test_torchrun_and_srun_run_the_spawned_job_and_resume_a_preemption(
     errors = [p.communicate(timeout=TIMEOUT)[1] for p in procs]
     assert [p.returncode for p in procs] == [75, 75], errors
     assert "stopped by SIGUSR1 after a mid-epoch checkpoint" in errors[0]
-    mid = [p for p in cu.list_checkpoints(str(srun)) if cu.is_mid_epoch_checkpoint(p)]
+    mid = [p for p in list_checkpoints(str(srun)) if is_mid_epoch_checkpoint(p)]
     assert len(mid) == 1
     procs = start()  # the requeued job: the same command
     assert [p.wait(timeout=TIMEOUT) for p in procs] == [0, 0]
@@ -314,5 +315,5 @@ def test_a_killed_process_stops_the_other_and_is_named(demo_data, tmp_path):
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, stderr[-2000:]
     assert errors[0].startswith("error: process rank 1 was killed by SIGKILL")
-    assert cu.get_last_checkpoint(str(out_dir)) is not None  # the last good one
+    assert get_last_checkpoint(str(out_dir)) is not None  # the last good one
     assert "Traceback" not in stderr

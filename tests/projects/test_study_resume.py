@@ -13,7 +13,7 @@ import torch
 from multigrid_study import machine as sm
 from multigrid_study import progress as sp
 
-from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.files import is_mid_epoch_checkpoint, list_checkpoints
 from slowfast.engine.preemption import EXIT_PREEMPTED
 from tests.conftest import REPO_ROOT
 
@@ -183,7 +183,7 @@ def test_a_study_stopped_mid_run_resumes_from_its_checkpoint(
     assert [(p["phase"], p["status"]) for p in sp.read_progress(str(run_dir))] == [
         ("train", EXIT_PREEMPTED)
     ]
-    assert any(cu.is_mid_epoch_checkpoint(p) for p in cu.list_checkpoints(str(run_dir)))
+    assert any(is_mid_epoch_checkpoint(p) for p in list_checkpoints(str(run_dir)))
     assert not (out / "runs.csv").exists()
 
     study = _study_module()

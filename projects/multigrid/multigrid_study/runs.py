@@ -33,7 +33,11 @@ from multigrid_study.progress import (
 from multigrid_study.results import parse_stats
 from multigrid_study.shapes import gflop_per_shape
 from slowfast.checkpoint import fingerprint as fp
-from slowfast.checkpoint import io as cu
+from slowfast.checkpoint.files import (
+    get_path_to_checkpoint,
+    list_checkpoints,
+    move_aside,
+)
 from slowfast.launch.run_lock import RunLock
 from slowfast.models.model_stats import clip_gflops_fn
 from slowfast.multigrid import MultigridSchedule
@@ -82,7 +86,7 @@ class PlannedRun:
     @property
     def checkpoint(self) -> str:
         """The final checkpoint the training leaves (and the test reads)."""
-        return cu.get_path_to_checkpoint(self.run_dir, self.schedule.max_epoch)
+        return get_path_to_checkpoint(self.run_dir, self.schedule.max_epoch)
 
     def command(self, phase: list) -> list:
         """The run_net.py command line, ``phase`` overrides last."""
@@ -139,7 +143,7 @@ def _continue_or_move_aside(p: PlannedRun, machine: dict) -> str:
     busy = RunLock(p.run_dir).in_use()
     if busy:
         raise RunFailed(f"{p.run_dir} is in use ({busy}); let that run end first")
-    checkpointed = bool(cu.list_checkpoints(p.run_dir))
+    checkpointed = bool(list_checkpoints(p.run_dir))
     trained = os.path.isfile(p.checkpoint)
     processes = read_progress(p.run_dir)
     phase, why = next_phase(processes, checkpointed, trained, machine)
@@ -147,7 +151,7 @@ def _continue_or_move_aside(p: PlannedRun, machine: dict) -> str:
     if problem:
         phase, why = START, problem
     if phase == START:
-        stale = cu.move_aside(p.run_dir, "stale")
+        stale = move_aside(p.run_dir, "stale")
         print(f"    {p.run_dir} has no result ({why}): moved to {stale}", flush=True)
     else:
         then = "resuming its training" if phase == RESUME else "testing it"
