@@ -41,11 +41,11 @@ from slowfast.bench.model_step import (
 )
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.graphed_step import GraphedTrainStep
-from slowfast.engine.memory_format import choose_channels_last
 from slowfast.engine.precise_bn import update_bn_stats_in_place
 from slowfast.engine.runtime import autocast_factory, make_grad_scaler
 from slowfast.engine.step import TrainStep
 from slowfast.models import build_model
+from slowfast.models.memory_format import choose_channels_last
 from slowfast.models.norm import set_bn_splits
 from slowfast.solver.losses import get_loss_func
 from slowfast.solver.optimizer import construct_optimizer

@@ -25,10 +25,10 @@ from fvcore.common.config import CfgNode
 from slowfast.config.derived import per_process_batch
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.graphed_step import GraphedTrainStep
-from slowfast.engine.memory_format import choose_channels_last
 from slowfast.engine.runtime import autocast_factory, make_grad_scaler
 from slowfast.engine.step import TrainStep as Step
 from slowfast.models import build_model, describe_model
+from slowfast.models.memory_format import choose_channels_last
 from slowfast.models.model_stats import gflops
 from slowfast.models.norm import set_bn_splits
 from slowfast.multigrid.build import short_cycle_factors
@@ -47,7 +47,7 @@ from slowfast.utils.distributed import (
 )
 
 # Memory formats for ``model_rows``: "default" is what a run picks
-# (``engine.memory_format.choose_channels_last``).
+# (``models.memory_format.choose_channels_last``).
 MEMORY_FORMATS = ("default", "contiguous", "channels_last_3d")
 
 

@@ -169,7 +169,7 @@ _C.MODEL.FC_INIT_STD = 0.01
 _C.MODEL.HEAD_ACT = "softmax"
 # Memory format of the model: True runs it in channels_last_3d, False in the
 # contiguous format; None (the default) lets a run pick
-# (slowfast/engine/memory_format.py): channels_last_3d on GPUs (NUM_GPUS > 0,
+# (slowfast/models/memory_format.py): channels_last_3d on GPUs (NUM_GPUS > 0,
 # CUDA available); on CPUs channels_last_3d for models at least 16 channels
 # wide, else contiguous (the 8-wide demo models); the BN and MULTIGRID keys do
 # not change it, so a multigrid run and its baseline share the format.

@@ -30,6 +30,7 @@ before this item loaded).
 import logging
 import os
 import random
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -55,6 +56,60 @@ logger = logging.getLogger(__name__)
 SPLITS = ("train", "val", "test")
 
 
+@dataclass(frozen=True)
+class ClipSpec:
+    """What a dataset's per-clip code needs from the config, read once.
+
+    The datasets read the config in ``__init__`` and ``_load_annotations``
+    only; ``__getitem__`` and everything it calls read this.
+
+    Attributes:
+        num_classes: MODEL.NUM_CLASSES.
+        multi_label: DATA.MULTI_LABEL (labels as multi-hot tensors).
+        random_flip: DATA.RANDOM_FLIP (training).
+        reverse_channels: DATA.REVERSE_INPUT_CHANNEL (BGR clips).
+        inv_uniform_sample: DATA.INV_UNIFORM_SAMPLE (scale jitter).
+        rng_seed: RNG_SEED (replacements of bad videos, unseeded requests).
+        test_crop_size: DATA.TEST_CROP_SIZE.
+        train_short_side: DATA.TRAIN_JITTER_SCALES[0].
+        target_fps: DATA.TARGET_FPS.
+        frame_folders: DATA.DECODING_BACKEND is "frames".
+        ensemble_views: TEST.NUM_ENSEMBLE_VIEWS.
+        spatial_crops: TEST.NUM_SPATIAL_CROPS.
+    """
+
+    num_classes: int
+    multi_label: bool
+    random_flip: bool
+    reverse_channels: bool
+    inv_uniform_sample: bool
+    rng_seed: int
+    test_crop_size: int
+    train_short_side: int
+    target_fps: int
+    frame_folders: bool
+    ensemble_views: int
+    spatial_crops: int
+
+    @classmethod
+    def from_cfg(cls, cfg: CfgNode) -> "ClipSpec":
+        data = cfg.DATA
+        return cls(
+            num_classes=cfg.MODEL.NUM_CLASSES,
+            multi_label=bool(data.MULTI_LABEL),
+            random_flip=bool(data.RANDOM_FLIP),
+            reverse_channels=bool(data.REVERSE_INPUT_CHANNEL),
+            inv_uniform_sample=bool(data.INV_UNIFORM_SAMPLE),
+            rng_seed=cfg.RNG_SEED,
+            test_crop_size=data.TEST_CROP_SIZE,
+            train_short_side=data.TRAIN_JITTER_SCALES[0],
+            target_fps=data.TARGET_FPS,
+            frame_folders=data.DECODING_BACKEND == "frames",
+            ensemble_views=cfg.TEST.NUM_ENSEMBLE_VIEWS,
+            spatial_crops=cfg.TEST.NUM_SPATIAL_CROPS,
+        )
+
+
 class VideoDataset(Dataset):
     """Base class of the video datasets (see the module docstring).
 
@@ -64,7 +119,8 @@ class VideoDataset(Dataset):
     for ``tools/verify_dataset.py``.
 
     Args:
-        cfg: the run's (frozen) config; it is only read.
+        cfg: the run's (frozen) config; it is only read, in ``__init__`` and
+            ``_load_annotations`` (per-clip code reads ``self.spec``).
         split: "train", "val" or "test".
     """
 
@@ -110,6 +166,7 @@ class VideoDataset(Dataset):
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.cfg = cfg
+        self.spec = ClipSpec.from_cfg(cfg)
         self.split = split
         self.base_grid = SamplingGrid.from_shape(
             cfg, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
@@ -188,7 +245,7 @@ class VideoDataset(Dataset):
     @property
     def num_temporal_views(self) -> int:
         """Temporal clips per video at test."""
-        return self.cfg.TEST.NUM_ENSEMBLE_VIEWS
+        return self.spec.ensemble_views
 
     def _test_fraction(self, temporal_idx: int, num_temporal: int) -> float:
         """Position of test clip ``temporal_idx`` (default: Kinetics rule)."""
@@ -198,7 +255,7 @@ class VideoDataset(Dataset):
     @property
     def num_spatial_crops(self) -> int:
         """Spatial crops per temporal view at test."""
-        return self.cfg.TEST.NUM_SPATIAL_CROPS
+        return self.spec.spatial_crops
 
     def __len__(self) -> int:
         if self.split == "test":
@@ -274,15 +331,15 @@ class VideoDataset(Dataset):
 
     def _check_label(self, label: int, where: str) -> None:
         """Raises one line naming ``where`` when a class id is out of range."""
-        problem = label_problem(label, self.cfg.MODEL.NUM_CLASSES)
+        problem = label_problem(label, self.spec.num_classes)
         if problem:
             raise DataError(f"{where}: {problem}")
 
     def _label(self, classes) -> Any:
         """An int label, or a multi-hot float tensor for multi-label data."""
-        if isinstance(classes, int) and not self.cfg.DATA.MULTI_LABEL:
+        if isinstance(classes, int) and not self.spec.multi_label:
             return classes
-        target = torch.zeros(self.cfg.MODEL.NUM_CLASSES, dtype=torch.float32)
+        target = torch.zeros(self.spec.num_classes, dtype=torch.float32)
         ids = [classes] if isinstance(classes, int) else list(classes)
         if ids:
             target[torch.tensor(ids, dtype=torch.long)] = 1.0
@@ -291,11 +348,11 @@ class VideoDataset(Dataset):
     def _finish(
         self, frames, short_side, crop, spatial_idx, rng, geometry=None
     ) -> List[torch.Tensor]:
-        flip = spatial_idx == -1 and self.cfg.DATA.RANDOM_FLIP
+        flip = spatial_idx == -1 and self.spec.random_flip
         out = spatial_transform(
             frames, short_side, crop, spatial_idx, flip, rng, geometry
         )
-        out = to_clip_layout(out, self.cfg.DATA.REVERSE_INPUT_CHANNEL)
+        out = to_clip_layout(out, self.spec.reverse_channels)
         model = self._model
         return pack_pathways(
             out, model.num_pathways > 1, model.alpha, model.slow_sampling
@@ -311,7 +368,7 @@ class VideoDataset(Dataset):
             # Unseeded request: random choices from the process's RNG, bad-video
             # replacements still deterministic from (RNG_SEED, index).
             clip_seed = random.getrandbits(64)
-            base = mix_seed(self.cfg.RNG_SEED, index)
+            base = mix_seed(self.spec.rng_seed, index)
         else:
             clip_seed = base = seed
         failures: List[str] = []
@@ -333,7 +390,7 @@ class VideoDataset(Dataset):
                 current = pick + 1 if pick >= current else pick
                 continue
             short = jitter_size(
-                grid.jitter_min, grid.jitter_max, rng, self.cfg.DATA.INV_UNIFORM_SAMPLE
+                grid.jitter_min, grid.jitter_max, rng, self.spec.inv_uniform_sample
             )
             pathways = self._finish(frames, short, grid.crop_size, -1, rng, geometry)
             extras = self._extras(current, -1, -1, len(failures))
@@ -357,7 +414,7 @@ class VideoDataset(Dataset):
                 f"{self.display_name} {self.split} entry {index} (video {video}) "
                 f"failed to load: {err}"
             ) from err
-        crop = self.cfg.DATA.TEST_CROP_SIZE
+        crop = self.spec.test_crop_size
         pathways = self._finish(frames, self.test_short_side(), crop, spatial, None)
         return (
             pathways,
@@ -381,7 +438,7 @@ class VideoDataset(Dataset):
         Returns:
             int: the size; datasets override it where the reference differs.
         """
-        return self.cfg.DATA.TEST_CROP_SIZE
+        return self.spec.test_crop_size
 
     @staticmethod
     def _extras(video: int, temporal: int, spatial: int, failed: int) -> Dict[str, int]:

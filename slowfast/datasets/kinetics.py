@@ -98,9 +98,10 @@ class Kinetics(VideoDataset):
         Returns:
             int: the short side in pixels.
         """
-        if self.split == "test" and self.cfg.TEST.NUM_SPATIAL_CROPS > 1:
-            return self.cfg.DATA.TEST_CROP_SIZE
-        return max(self.cfg.DATA.TRAIN_JITTER_SCALES[0], self.cfg.DATA.TEST_CROP_SIZE)
+        spec = self.spec
+        if self.split == "test" and spec.spatial_crops > 1:
+            return spec.test_crop_size
+        return max(spec.train_short_side, spec.test_crop_size)
 
     def video_path(self, video_idx: int) -> str:
         return self._paths[video_idx]
@@ -116,7 +117,7 @@ class Kinetics(VideoDataset):
         rng: Optional[random.Random],
     ):
         rate = grid.draw_rate(rng)
-        target_fps = self.cfg.DATA.TARGET_FPS
+        target_fps = self.spec.target_fps
 
         def sample_fn(video_frames: int, fps: float):
             return kinetics_positions(
@@ -124,7 +125,7 @@ class Kinetics(VideoDataset):
             )
 
         path = self._paths[video_idx]
-        if self.cfg.DATA.DECODING_BACKEND == "frames":
+        if self.spec.frame_folders:
             names = frame_names(path)
             idx = positions_to_indices(
                 sample_fn(len(names), float(target_fps)), len(names)

@@ -14,8 +14,8 @@ from torch.utils.data import DataLoader
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.datasets.build import check_data_dir
 from slowfast.engine.bn_grouping import BNGrouping, convert_to_sub_bn
-from slowfast.engine.memory_format import choose_channels_last
 from slowfast.models import build_model, describe_model
+from slowfast.models.memory_format import choose_channels_last
 from slowfast.models.model_stats import log_model_info
 from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.checks import check_epochs_have_iterations

@@ -19,7 +19,6 @@ from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.datasets.build import check_data_dir
 from slowfast.engine import runtime
 from slowfast.engine.evaluator import Evaluator
-from slowfast.engine.memory_format import choose_channels_last
 from slowfast.engine.metrics import chance_map
 from slowfast.engine.run_state import (
     RUN_STATE_FILE,
@@ -29,6 +28,7 @@ from slowfast.engine.run_state import (
     read_run_state,
 )
 from slowfast.models import build_model
+from slowfast.models.memory_format import choose_channels_last
 from slowfast.utils import rng
 from slowfast.utils.distributed import RunContext, decided_on_master
 from slowfast.utils.logging import format_json_stats, log_json_stats, setup_logging

@@ -2,13 +2,12 @@
 
 from typing import Optional
 
-import torch
 from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
 from torch import nn
 
 from slowfast.models.input_norm import attach_input_norm
-from slowfast.models.memory_format import uses_channels_last_3d, with_memory_format
+from slowfast.models.memory_format import set_memory_format
 from slowfast.utils.registry import check_registered
 
 MODEL_REGISTRY = Registry("MODEL")
@@ -25,7 +24,7 @@ def build_model(cfg: CfgNode, channels_last: Optional[bool] = None) -> nn.Module
 
     Weights are initialised and set in the memory format that ``channels_last``
     says (None: MODEL.CHANNELS_LAST_3D, None there meaning contiguous; a run
-    passes ``engine.memory_format.choose_channels_last``); the model's forward
+    passes ``memory_format.choose_channels_last``); the model's forward
     converts its inputs to it. Every model gets an ``input_norm`` that normalises the
     datasets' uint8 clips before its forward (``input_norm.attach_input_norm``).
     The caller moves the model to its device and wraps it for DDP.
@@ -42,13 +41,11 @@ def build_model(cfg: CfgNode, channels_last: Optional[bool] = None) -> nn.Module
         ValueError: MODEL.MODEL_NAME is not registered or the config does not
             describe a valid model (the message names the key).
     """
-    cfg = with_memory_format(cfg, channels_last)
-    name = cfg.MODEL.MODEL_NAME
     check_model_name(cfg)
-    model = attach_input_norm(MODEL_REGISTRY.get(name)(cfg), cfg)
-    if uses_channels_last_3d(cfg):
-        model = model.to(memory_format=torch.channels_last_3d)
-    return model
+    if channels_last is None:
+        channels_last = bool(cfg.MODEL.CHANNELS_LAST_3D)
+    model = attach_input_norm(MODEL_REGISTRY.get(cfg.MODEL.MODEL_NAME)(cfg), cfg)
+    return set_memory_format(model, channels_last)
 
 
 def check_model_name(cfg: CfgNode) -> None:

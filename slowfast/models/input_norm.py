@@ -20,8 +20,6 @@ import torch
 from fvcore.common.config import CfgNode
 from torch import nn
 
-from slowfast.models.memory_format import uses_channels_last_3d
-
 
 class InputNormalizer(nn.Module):
     """uint8 ``[N, C, T, H, W]`` -> float32 ``(x / 255 - mean) / std``.
@@ -49,12 +47,12 @@ class InputNormalizer(nn.Module):
     @classmethod
     def from_cfg(cls, cfg: CfgNode) -> "InputNormalizer":
         """The config's statistics (DATA.MEAN, DATA.STD; RGB order), reversed
-        when DATA.REVERSE_INPUT_CHANNEL has the datasets hand out BGR clips,
-        in the model's memory format."""
+        when DATA.REVERSE_INPUT_CHANNEL has the datasets hand out BGR clips
+        (contiguous; ``build_model`` sets the model's memory format)."""
         mean, std = list(cfg.DATA.MEAN), list(cfg.DATA.STD)
         if cfg.DATA.REVERSE_INPUT_CHANNEL:
             mean, std = mean[::-1], std[::-1]
-        return cls(mean, std, channels_last=uses_channels_last_3d(cfg))
+        return cls(mean, std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Normalises a uint8 clip batch; returns any other tensor as it is.
@@ -96,8 +94,7 @@ def attach_input_norm(model: nn.Module, cfg: CfgNode) -> nn.Module:
 
     Args:
         model: a freshly built model taking a list of pathway tensors.
-        cfg: the run's config (DATA.MEAN, DATA.STD, REVERSE_INPUT_CHANNEL,
-            the memory format).
+        cfg: the run's config (DATA.MEAN, DATA.STD, REVERSE_INPUT_CHANNEL).
 
     Returns:
         nn.Module: the same model.

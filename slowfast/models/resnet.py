@@ -12,7 +12,6 @@ from slowfast.models.build import MODEL_REGISTRY
 from slowfast.models.describe import ModelInfo, resnet_spatial_stride, resnet_width
 from slowfast.models.head import ResNetBasicHead
 from slowfast.models.init import init_weights
-from slowfast.models.memory_format import uses_channels_last_3d
 from slowfast.models.norm import get_norm
 from slowfast.models.stem import VideoModelStem, prepare_pathways
 
@@ -84,7 +83,7 @@ class ResNet(nn.Module):
         super().__init__()
         layout = arch_layout(cfg, self.num_pathways)
         opts = block_options(cfg)
-        self.channels_last = uses_channels_last_3d(cfg)
+        self.channels_last = False  # build_model sets the memory format
         width = cfg.RESNET.WIDTH_PER_GROUP
         inner = cfg.RESNET.NUM_GROUPS * width
         channels = per_pathway(

@@ -12,7 +12,6 @@ from slowfast.models.build import MODEL_REGISTRY
 from slowfast.models.describe import ModelInfo, resnet_spatial_stride, resnet_width
 from slowfast.models.fusion import FuseFastToSlow
 from slowfast.models.init import init_weights
-from slowfast.models.memory_format import uses_channels_last_3d
 from slowfast.models.resnet import block_options, make_head
 from slowfast.models.stem import VideoModelStem, prepare_pathways
 
@@ -49,7 +48,7 @@ class SlowFast(nn.Module):
         super().__init__()
         layout = arch_layout(cfg, self.num_pathways)
         opts = block_options(cfg)
-        self.channels_last = uses_channels_last_3d(cfg)
+        self.channels_last = False  # build_model sets the memory format
         width = cfg.RESNET.WIDTH_PER_GROUP
         inner = cfg.RESNET.NUM_GROUPS * width
         beta_inv = cfg.SLOWFAST.BETA_INV

@@ -63,7 +63,7 @@ def test_model_and_lr_policy_registered_from_outside_train_through_run_net(
     # It does not describe its width: on CPU it runs contiguous, where the
     # default config's ResNet (64 wide) runs channels-last.
     from slowfast.config import load_config
-    from slowfast.engine.memory_format import choose_channels_last
+    from slowfast.models.memory_format import choose_channels_last
 
     cfg = load_config(opts=["MODEL.MODEL_NAME", "ToyVideoNet", "NUM_GPUS", "0"])
     assert not choose_channels_last(cfg)

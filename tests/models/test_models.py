@@ -305,7 +305,7 @@ def test_import_needs_no_vision_libraries():
 
 def test_memory_format_default_picks_by_device_and_the_key_overrides():
     from slowfast.config import load_config
-    from slowfast.engine.memory_format import choose_channels_last
+    from slowfast.models.memory_format import choose_channels_last
 
     picks = {}
     for gpus in ("0", "1"):
@@ -329,7 +329,7 @@ def test_memory_format_default_picks_by_device_and_the_key_overrides():
 
 def test_cpu_memory_format_default_follows_the_width_alone():
     from slowfast.config import load_config
-    from slowfast.engine.memory_format import choose_channels_last
+    from slowfast.models.memory_format import choose_channels_last
 
     def pick(*opts):
         return choose_channels_last(load_config(opts=["NUM_GPUS", "0", *opts]))
@@ -369,8 +369,8 @@ def test_cpu_memory_format_default_follows_the_width_alone():
 
 def test_build_model_follows_the_callers_memory_format():
     from slowfast.config import load_config
-    from slowfast.engine.memory_format import choose_channels_last
     from slowfast.models import build_model
+    from slowfast.models.memory_format import choose_channels_last
 
     def channels_last(model):
         conv = next(m for m in model.modules() if isinstance(m, torch.nn.Conv3d))

@@ -10,7 +10,7 @@ takes uint8 clips, as our loader feeds it (the model normalises them); the
 reference takes float clips normalised beforehand, as its loader feeds it.
 The table gives medians over the timed rounds and the reference's time over
 ours (above 1: ours is faster), per memory format of ours (``default`` is
-what a run picks, ``slowfast/engine/memory_format.py``) and per
+what a run picks, ``slowfast/models/memory_format.py``) and per
 precision of ours (``--precision fp32,bf16``: bf16 is ``TRAIN.MIXED_PRECISION
 True``, bf16 autocast as our trainer and tester run it on CPU; off by default.
 The reference, PySlowFast 1.0, has no mixed precision: it runs fp32).
@@ -237,9 +237,9 @@ def _spread(values: list) -> float:
 
 def build_ours(path: str, formats: list) -> dict:
     """Our model of a config in each memory format, by table label."""
-    from slowfast.engine.memory_format import choose_channels_last
     from slowfast.launch.config import load_run_config
     from slowfast.models import build_model
+    from slowfast.models.memory_format import choose_channels_last
 
     models = {}
     for fmt in formats:

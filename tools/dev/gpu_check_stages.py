@@ -275,7 +275,7 @@ def measure_configs(stage: Stage, variants: list, steps: tuple) -> None:
     """
     from slowfast.bench.model_step import base_shape_index, multigrid_shapes
     from slowfast.bench.step_cells import measure_cells
-    from slowfast.engine.memory_format import choose_channels_last
+    from slowfast.models.memory_format import choose_channels_last
 
     results: Dict[str, dict] = {}
     lines, counts = [], {"ok": 0, "oom": 0, "failed": 0}
