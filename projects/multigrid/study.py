@@ -76,7 +76,7 @@ from slowfast.launch.config import load_run_config
 from slowfast.launch.parser import load_config_from_args
 from slowfast.launch.parser import parse_args as parse_run_args
 from slowfast.multigrid import MultigridSchedule
-from slowfast.multigrid.checks import check_epochs_have_iterations
+from slowfast.multigrid.schedule import check_epochs_have_iterations
 from slowfast.utils.distributed import procs_per_machine
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -18,8 +18,8 @@ from slowfast.models import build_model, describe_model
 from slowfast.models.memory_format import choose_channels_last
 from slowfast.models.model_stats import log_model_info
 from slowfast.multigrid import MultigridSchedule, report
-from slowfast.multigrid.checks import check_epochs_have_iterations
 from slowfast.multigrid.periods import PeriodicWork
+from slowfast.multigrid.schedule import check_epochs_have_iterations
 from slowfast.utils import rng
 from slowfast.utils.distributed import RunContext
 

@@ -34,16 +34,17 @@ from slowfast.engine.hooks import (
     BufferSyncHook,
     CheckpointHook,
     EvalHook,
+    JsonMetricsWriter,
     NonFiniteGuard,
     PreciseBNHook,
     RunStateHook,
     ScheduleHook,
+    TensorBoardWriter,
 )
 from slowfast.engine.loop import HookBase, LoopState, TrainLoop
 from slowfast.engine.preemption import PreemptionHook, StopSignals
 from slowfast.engine.run_state import RunStateError, RunStateRecorder
 from slowfast.engine.step import TrainStep
-from slowfast.engine.writers import JsonMetricsWriter, TensorBoardWriter
 from slowfast.solver.losses import get_loss_func
 from slowfast.solver.optimizer import construct_optimizer
 from slowfast.utils import distributed as du

@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from slowfast.engine.hooks import TensorBoardWriter
 from slowfast.engine.loop import LoopState, StepRecord, StepStats
-from slowfast.engine.writers import TensorBoardWriter
 
 
 def _run(log_dir, done_iters, first_epoch, epochs, iters=4):

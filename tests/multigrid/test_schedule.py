@@ -9,7 +9,7 @@ import pytest
 
 from slowfast.config import ConfigError, get_cfg, load_config
 from slowfast.multigrid import MultigridSchedule, report
-from slowfast.multigrid.checks import check_epochs_have_iterations
+from slowfast.multigrid.schedule import check_epochs_have_iterations
 from slowfast.multigrid.shapes import bn_layout
 from tests.conftest import REPO_ROOT
 
@@ -384,7 +384,7 @@ def test_epoch_without_a_full_batch_is_one_line_error():
 
 def test_entry_without_epochs_is_named_in_words(caplog):
     opts = ["SOLVER.MAX_EPOCH", "6", "SOLVER.STEPS", "[0, 4, 5]"]
-    with caplog.at_level("WARNING", logger="slowfast.multigrid.checks"):
+    with caplog.at_level("WARNING", logger="slowfast.multigrid.schedule"):
         sched = MultigridSchedule.from_cfg(_cfg(True, True, *opts), 1)
     lines = [r.getMessage() for r in caplog.records]
     assert sched.max_epoch == 9
