@@ -31,7 +31,7 @@ from slowfast.models import build_model, describe_model
 from slowfast.models.memory_format import choose_channels_last
 from slowfast.models.model_stats import gflops
 from slowfast.models.norm import set_bn_splits
-from slowfast.multigrid.build import short_cycle_factors
+from slowfast.multigrid.fields import short_cycle_factors
 from slowfast.multigrid.shapes import (
     batch_factor,
     bn_layout,

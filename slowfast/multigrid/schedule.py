@@ -31,7 +31,7 @@ from fvcore.common.config import CfgNode
 
 from slowfast.config.derived import per_process_batch
 from slowfast.datasets.grid import SamplingGrid, jitter_scales, sampling_rate_range
-from slowfast.multigrid.build import schedule_fields
+from slowfast.multigrid.fields import schedule_fields
 from slowfast.multigrid.long_cycle import ScheduleEntry
 from slowfast.multigrid.plan import cycle_counts, epoch_plan
 from slowfast.multigrid.shapes import (

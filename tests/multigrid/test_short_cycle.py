@@ -93,7 +93,7 @@ def _demo(name: str, *opts: str):
     ["Kinetics_I3D_tiny_multigrid.yaml", "Kinetics_SLOWFAST_tiny_multigrid.yaml"],
 )
 def test_demo_views_leave_the_papers_last_map(name, caplog):
-    with caplog.at_level(logging.INFO, logger="slowfast.multigrid.build"):
+    with caplog.at_level(logging.INFO, logger="slowfast.multigrid.fields"):
         sched = _demo(name)
     assert sched.short_factors == pytest.approx((0.875, 0.935414))
     # Total stride 16: 56 px views leave 4 x 4 maps (3.5 rounded up), as
