@@ -22,8 +22,21 @@ def load_tool(filename: str) -> ModuleType:
     Returns:
         ModuleType: the executed module.
     """
-    name = "tool_" + os.path.splitext(filename)[0].replace("/", "_")
-    spec = importlib.util.spec_from_file_location(name, tool_path(filename))
+    return load_tool_path(os.path.join("tools", filename))
+
+
+def load_tool_path(path: str) -> ModuleType:
+    """Imports the script at ``path`` (relative to the repository) as a module.
+
+    Args:
+        path: e.g. "projects/multigrid/tables.py".
+
+    Returns:
+        ModuleType: the executed module.
+    """
+    rel = os.path.splitext(path)[0]
+    name = "tool_" + rel.removeprefix("tools/").replace("/", "_")
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO_ROOT, path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)

@@ -32,8 +32,9 @@ def test_user_documents_hold_no_dates_or_commits(doc):
 
 
 def test_readme_is_short():
+    """About two screens; the generated parts' markers count too."""
     with open(os.path.join(REPO_ROOT, "README.md")) as f:
-        assert len(f.read().splitlines()) <= 120
+        assert len(f.read().splitlines()) <= 130
 
 
 def test_every_document_command_passes_the_check():
