@@ -124,6 +124,52 @@ def _expected(entry: Optional[dict]) -> List[str]:
     return [entry["expect"], f"[{entry['benchmark']}]({BENCHMARKS}#{anchor})"]
 
 
+DATA_DIRS = {
+    "Kinetics": "/data/kinetics",
+    "SSv2": "/data/ssv2",
+    "Charades": "/data/charades",
+}
+LOAD_AS = {
+    "caffe2_bgr": (
+        "Caffe2 pickle of a BGR model",
+        "TEST.CHECKPOINT_TYPE caffe2 DATA.REVERSE_INPUT_CHANNEL True",
+        "loads: its key layout is the reference's, checked by the tests; "
+        "accuracy not measured here",
+    ),
+    "unknown": (
+        "not known: try Caffe2 (a file that is not one says so in one line), "
+        "then PyTorch",
+        "TEST.CHECKPOINT_TYPE caffe2",
+        "no: the file's format is not known here",
+    ),
+}
+
+
+def checkpoint_test_command(path: str, entry: dict) -> str:
+    """The literal command that tests ``entry``'s checkpoint with config ``path``."""
+    data = DATA_DIRS[path.split("/")[0]]
+    name = entry["checkpoint"].rsplit("/", 1)[-1]
+    opts = LOAD_AS[entry["load"]][1]
+    return (
+        f"`python tools/run_net.py --cfg configs/{path} TRAIN.ENABLE False "
+        f"DATA.PATH_TO_DATA_DIR {data} DATA.PATH_PREFIX {data} "
+        f"TEST.CHECKPOINT_FILE_PATH {name} {opts}`"
+    )
+
+
+def _testing_rows(data: dict) -> List[List[str]]:
+    rows = []
+    for path, entry in sorted(data["published"].items()):
+        if entry.get("load") not in LOAD_AS:
+            raise SystemExit(f"{DATA}: {path}: load must be one of {sorted(LOAD_AS)}")
+        what, _, verified = LOAD_AS[entry["load"]]
+        metric = "mAP" if entry["metric"] == "mAP" else "top-1"
+        expect = f"`test accuracy: {metric} {entry['value']:.1f}%` (PySlowFast's)"
+        rows.append([f"[{path}](../configs/{path})", what, checkpoint_test_command(path, entry),
+                     expect, verified])  # fmt: skip
+    return rows
+
+
 def _table(headers: List[str], rows: List[List[str]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -162,6 +208,15 @@ def render(data: dict) -> str:
             HEADER,
             "## Published configs (Kinetics-400, Something-Something V2, Charades)\n",
             _table(common + ["published", "checkpoint"], published),
+            "\n## Testing a published checkpoint\n",
+            "Download the checkpoint, prepare the dataset as DATASET.md says, then",
+            "run the command (the config's test views). The expected line gives the",
+            "reference's published number; ours may differ by the decoding and",
+            "resizing of the prepared data.\n",
+            _table(
+                ["config", "load as", "command", "expect", "verified with this code"],
+                _testing_rows(data),
+            ),
             "\n## Demo configs (generated Moving Digits data, CPU)\n",
             "What to expect, where measured: test accuracy on the generated data and",
             "the training wall-clock (2-core CPU unless it says otherwise), from the",
