@@ -165,8 +165,9 @@ def _testing_rows(data: dict) -> List[List[str]]:
         what, _, verified = LOAD_AS[entry["load"]]
         metric = "mAP" if entry["metric"] == "mAP" else "top-1"
         expect = f"`test accuracy: {metric} {entry['value']:.1f}%` (PySlowFast's)"
-        rows.append([f"[{path}](../configs/{path})", what, checkpoint_test_command(path, entry),
-                     expect, verified])  # fmt: skip
+        command = checkpoint_test_command(path, entry)
+        link = f"[{path}](../configs/{path})"
+        rows.append([link, what, command, expect, verified])
     return rows
 
 
