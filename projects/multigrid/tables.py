@@ -9,8 +9,9 @@ runs and the folder holding its default multigrid runs; rows measured before
 results were kept per run carry their cells as recorded. From them this tool
 writes:
 
-* the README's results table and its summary sentences, between the markers
-  ``<!-- generated: multigrid table -->`` and ``<!-- end generated -->``;
+* the results table and its summary sentences of the README and of
+  docs/BENCHMARKS.md, between the markers ``<!-- generated: multigrid table
+  -->`` and ``<!-- end generated -->``;
 * the README quick start's expected range, between
   ``<!-- generated: quick start -->`` and ``<!-- end generated -->``;
 * the ``expect`` line of each demo config a row names in
@@ -46,6 +47,7 @@ from multigrid_study.intervals import t_interval  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = os.path.join(ROOT, "results", "tables.yaml")
 README = os.path.join(ROOT, "README.md")
+BENCHMARKS = os.path.join(ROOT, "docs", "BENCHMARKS.md")
 MODEL_ZOO_DATA = os.path.join(ROOT, "docs", "model_zoo.yaml")
 END = "<!-- end generated -->"
 HEADERS = [
@@ -199,9 +201,13 @@ def generated(spec: dict) -> Dict[str, str]:
         readme, "multigrid table", multigrid_block(spec, rows), README
     )
     readme = replace_block(readme, "quick start", quick_start_block(rows), README)
+    with open(BENCHMARKS) as f:
+        bench = f.read()
+    block = multigrid_block(spec, rows)
+    bench = replace_block(bench, "multigrid table", block, BENCHMARKS)
     with open(MODEL_ZOO_DATA) as f:
         zoo = replace_expectations(f.read(), demo_expectations(rows))
-    return {README: readme, MODEL_ZOO_DATA: zoo}
+    return {README: readme, BENCHMARKS: bench, MODEL_ZOO_DATA: zoo}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -62,7 +62,7 @@ def worker_niceness(cfg: CfgNode) -> int:
     model's threads (one is preempted, the other waits for it), most at the
     coarse multigrid shapes, whose large batches the workers fill fastest.
     At 19 the model's threads get the cores first: those steps ran faster,
-    whole runs by less than the machine's noise (docs/BENCHMARKS.md, "Worker
+    whole runs by less than the machine's noise (docs/benchmarks/loader.md, "Worker
     priority"). GPU runs keep 0; the setting was not measured there.
 
     Args:

@@ -81,7 +81,7 @@ class GridBatchSampler(Sampler):
     prepare the next epoch's first batches while the current epoch ends,
     instead of idling until a new iterator starts. Multigrid's coarse shapes
     make epochs of few, large batches, so an idle start at every epoch
-    boundary would be a large share of the loop's time (docs/BENCHMARKS.md,
+    boundary would be a large share of the loop's time (docs/benchmarks/design-notes.md,
     "One loader iterator across epochs").
 
     Args:

@@ -78,7 +78,7 @@ def mean_average_precision(scores: torch.Tensor, targets: torch.Tensor) -> float
         logger.info("mAP: %d classes without positives left out", dropped)
     # Imported here: scikit-learn (with SciPy) is slow to import, a cost every
     # training and test process paid at start-up, and only the mAP of
-    # multi-label data needs it (docs/BENCHMARKS.md, "Start-up of a training
+    # multi-label data needs it (docs/benchmarks/loader.md, "Start-up of a training
     # process").
     from sklearn.metrics import average_precision_score
 

@@ -32,7 +32,7 @@ def autocast_factory(
 
     TRAIN.MIXED_PRECISION selects autocast to ``mixed_precision_dtype``. bf16
     on a CPU without oneDNN's bf16 kernels logs a warning: the step then runs
-    many times slower than in fp32 (docs/BENCHMARKS.md, "bf16 autocast on an
+    many times slower than in fp32 (docs/benchmarks/model-step.md, "bf16 autocast on an
     AVX2 CPU").
 
     Args:

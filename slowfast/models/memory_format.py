@@ -8,7 +8,7 @@ registered model that does not say is contiguous), contiguous otherwise. Why:
 on GPUs channels-last steps are faster with plain and sub-batch BN alike; on
 CPUs it is faster for models 16 channels wide or more, with plain and
 sub-batch BN, but slower for the 8-wide demo models (timings:
-docs/BENCHMARKS.md, "Memory format"). Neither the BN nor the MULTIGRID keys
+docs/benchmarks/model-step.md, "Memory format"). Neither the BN nor the MULTIGRID keys
 change the default: a multigrid run and its baseline run in the same format,
 so that they differ in the schedule alone.
 

@@ -48,7 +48,7 @@ def sgd(groups: list, cfg: CfgNode) -> torch.optim.Optimizer:
     and it skips a non-finite step on the device (``found_inf``,
     ``engine/nonfinite.py``), so the host never waits for the verdict. On
     CPUs PyTorch's per-tensor loop, where ``foreach`` is no faster for small
-    models and slower for full-width ones (docs/BENCHMARKS.md, "SGD
+    models and slower for full-width ones (docs/benchmarks/design-notes.md, "SGD
     implementation on CPU"), and the fused kernel rounds differently in the
     last bit, which would change every trained number of the CPU demos.
     """

@@ -11,13 +11,17 @@ from tests.helpers.tool_utils import REPO_ROOT, load_tool
 
 check_docs = load_tool("dev/check_docs.py")
 
-# Measurements carry their date and commit; only docs/BENCHMARKS.md holds them.
+# Measurements carry their date and commit; only the benchmark pages hold them.
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 
 
 def _user_docs():
-    docs = [d for d in check_docs.DOCS if d != "docs/BENCHMARKS.md"]
+    docs = [
+        d
+        for d in check_docs.DOCS
+        if d != "docs/BENCHMARKS.md" and not d.startswith("docs/benchmarks/")
+    ]
     for doc in docs:
         assert os.path.isfile(os.path.join(REPO_ROOT, doc)), doc
     return docs
@@ -132,3 +136,38 @@ def test_check_fails_broken_links(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("FAIL") == 3, out
     assert "missing.md" in out and "other.md#nowhere" in out and "#nowhere-here" in out
+
+
+# A section named in code, configs or documents: `docs/benchmarks/PAGE.md, "Heading"`
+# (comment markers may break the heading across lines) or a link `x.md#anchor`.
+SECTION_REF = re.compile(
+    r'((?:docs/)?benchmarks/[a-z-]+\.md|(?:docs/)?BENCHMARKS\.md),\s+"([^"]+)"'
+)
+
+
+def _headings(page: str) -> set:
+    with open(os.path.join(REPO_ROOT, page)) as f:
+        return {line.lstrip("#").strip() for line in f if re.match(r"#{1,6} ", line)}
+
+
+def _section_refs():
+    for folder in ("slowfast", "tools", "projects", "tests", "configs", "docs"):
+        for root, _, names in os.walk(os.path.join(REPO_ROOT, folder)):
+            for name in names:
+                if name.endswith((".py", ".yaml", ".md")):
+                    path = os.path.join(root, name)
+                    with open(path) as f:
+                        text = f.read()
+                    for match in SECTION_REF.finditer(text):
+                        yield os.path.relpath(path, REPO_ROOT), match
+
+
+def test_every_named_benchmark_section_exists():
+    missing = []
+    for path, match in _section_refs():
+        page = match.group(1)
+        page = page if page.startswith("docs/") else "docs/" + page
+        heading = re.sub(r"\s*\n\s*(#\s*)?", " ", match.group(2)).strip()
+        if heading not in _headings(page):
+            missing.append(f"{path}: {page}, {heading!r}")
+    assert not missing, "benchmark sections not found: " + "; ".join(missing)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import glob
 import importlib.util
 import io
 import os
@@ -54,7 +55,10 @@ DOCS = [
     "docs/BENCHMARKS.md",
     "docs/MODEL_ZOO.md",
     "CHANGELOG.md",
-]
+] + sorted(
+    os.path.relpath(path, ROOT)
+    for path in glob.glob(os.path.join(ROOT, "docs", "benchmarks", "*.md"))
+)
 SHELL = {"cd", "ls", "cat", "echo", "export", "mkdir", "rm", "cp", "mv", "tail", "head"}
 SHELL |= {"tree", "du", "wc", "grep", "source", ".", "nvidia-smi", "kill"}
 SKIP = {

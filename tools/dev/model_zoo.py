@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CONFIGS = os.path.join(ROOT, "configs")
 DATA = os.path.join(ROOT, "docs", "model_zoo.yaml")
 OUTPUT = os.path.join(ROOT, "docs", "MODEL_ZOO.md")
-BENCHMARKS = "BENCHMARKS.md"  # relative to docs/
+BENCHMARKS = "benchmarks"  # the benchmark pages' folder, relative to docs/
 
 HEADER = """# Model zoo
 
@@ -121,7 +121,8 @@ def _expected(entry: Optional[dict]) -> List[str]:
         return ["", ""]
     anchor = entry["benchmark"].lower().replace(" ", "-")
     anchor = "".join(c for c in anchor if c.isalnum() or c in "-_")
-    return [entry["expect"], f"[{entry['benchmark']}]({BENCHMARKS}#{anchor})"]
+    link = f"{BENCHMARKS}/{entry['page']}#{anchor}"
+    return [entry["expect"], f"[{entry['benchmark']}]({link})"]
 
 
 DATA_DIRS = {
@@ -221,7 +222,7 @@ def render(data: dict) -> str:
             "\n## Demo configs (generated Moving Digits data, CPU)\n",
             "What to expect, where measured: test accuracy on the generated data and",
             "the training wall-clock (2-core CPU unless it says otherwise), from the",
-            "linked section of docs/BENCHMARKS.md. The other demo configs are",
+            "linked section of the benchmark pages. The other demo configs are",
             "checked by the tests to load, build and read their data.\n",
             _table(common + ["expect", "measured in"], demo),
             "",

@@ -100,7 +100,7 @@ _EASY = Style(
 # Kinetics layout: digits nearly as tall as the frame, moving slowly inside the
 # central 80% of the width, so that even multigrid's smallest clips (32-45 px
 # crops of frames scaled to 32-64 px) keep a readable digit in view (with
-# smaller sprites the multigrid demo tested far lower: docs/BENCHMARKS.md,
+# smaller sprites the multigrid demo tested far lower: docs/benchmarks/design-notes.md,
 # "Demo data looks").
 _KINETICS_EASY = replace(_EASY, digit_size=(64, 80), speed=(0.3, 1.0), margin=0.1)
 # Harder than the small look but with the same plain, grey-ish backgrounds:

@@ -146,7 +146,7 @@ def decode_rgb(path: str, fps: Optional[float] = None) -> Tuple[np.ndarray, floa
 # B-frames that no other frame references ("b-pyramid=none"), which the
 # loader's selective decoding skips unless it needs them. Same quality as
 # x264's defaults at CRF 20, a little larger, much faster to decode
-# (docs/BENCHMARKS.md, "Loader per multigrid shape on Kinetics-like video").
+# (docs/benchmarks/loader.md, "Loader per multigrid shape on Kinetics-like video").
 PREPARED_X264 = {
     "crf": "20",
     "preset": "veryfast",

@@ -3,7 +3,7 @@
 Returns uint8 tensors ``[T, H, W, C]`` (RGB) like the PyAV backend; a missing
 or unreadable frame raises ``DecodeError`` with the frame's path. JPEGs are
 decoded by libjpeg-turbo through ``simplejpeg`` (the same pixels as Pillow,
-faster: docs/BENCHMARKS.md, "Loader per multigrid shape on Kinetics-like
+faster: docs/benchmarks/loader.md, "Loader per multigrid shape on Kinetics-like
 video"); other images, and JPEGs it cannot read, through Pillow.
 """
 

@@ -13,7 +13,7 @@ x[n, c, p + k] g[n, o, p], i.e. ``conv3d(x^T, g^T)`` with x^T = x as
 [C_in, N, ...] and g^T = g as [C_out, N, ...] (the output gradient is the
 kernel, the kernel's taps the output). oneDNN's forward kernels run it at
 their usual speed. :func:`conv3d` takes this path where it was measured to be
-faster (docs/BENCHMARKS.md, "Weight gradient on small feature maps"): CPU,
+faster (docs/benchmarks/model-step.md, "Weight gradient on small feature maps"): CPU,
 float32 without autocast, no groups, unit stride and dilation, a kernel
 larger than 1 x 1 x 1 and at most :data:`MAX_OUTPUT_POSITIONS` output
 positions per clip.

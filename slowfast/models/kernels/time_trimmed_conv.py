@@ -16,7 +16,7 @@ way); parameters and state-dict keys are those of ``nn.Conv3d``.
 Why: on CPUs, oneDNN's 3D kernels are slow per FLOP on 2-frame clips, and
 there the trimmed 3D kernel and, more so, the 2D form are faster. At 4 or 8
 frames the 2D form is slower, and at 1 frame no faster, so it is used at 2
-frames only (timings: docs/BENCHMARKS.md, "TimeTrimmedConv3d and fused
+frames only (timings: docs/benchmarks/model-step.md, "TimeTrimmedConv3d and fused
 sub-batch BN").
 
 While the model is traced (fvcore's FLOP count), the full kernel is applied,
