@@ -2,12 +2,12 @@
 
 from typing import Optional
 
+import torch
 from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
 from torch import nn
 
 from slowfast.models.input_norm import attach_input_norm
-from slowfast.models.memory_format import set_memory_format
 from slowfast.utils.registry import check_registered
 
 MODEL_REGISTRY = Registry("MODEL")
@@ -52,3 +52,20 @@ def check_model_name(cfg: CfgNode) -> None:
     """Raises a one-line ValueError unless MODEL.MODEL_NAME is registered."""
     names = [name for name, _ in MODEL_REGISTRY]
     check_registered("MODEL.MODEL_NAME", cfg.MODEL.MODEL_NAME, names)
+
+
+def set_memory_format(model: nn.Module, channels_last: bool) -> nn.Module:
+    """Puts ``model`` in ``torch.channels_last_3d`` (True) or keeps it contiguous.
+
+    The model and its ``input_norm`` (when present) take a ``channels_last``
+    attribute: their forward converts inputs to the weights' format.
+
+    Returns:
+        nn.Module: the same model.
+    """
+    for part in (model, getattr(model, "input_norm", None)):
+        if part is not None and hasattr(part, "channels_last"):
+            part.channels_last = bool(channels_last)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last_3d)
+    return model

@@ -12,15 +12,14 @@ docs/benchmarks/model-step.md, "Memory format"). Neither the BN nor the MULTIGRI
 change the default: a multigrid run and its baseline run in the same format,
 so that they differ in the schedule alone.
 
-``set_memory_format(model, channels_last)`` puts a built model's weights in
-that format and has its input handling (the model's and its input
-normaliser's ``channels_last``) convert clips to it; ``build_model`` calls it.
-The config is not rewritten: the choice is passed, not stored.
+``build_model(cfg, channels_last)`` (``models/build.py``) puts the model's
+weights in that format and has its input handling convert clips to it
+(``set_memory_format``). The config is not rewritten: the choice is passed,
+not stored.
 """
 
 import torch
 from fvcore.common.config import CfgNode
-from torch import nn
 
 from slowfast.models.describe import describe_model
 
@@ -42,20 +41,3 @@ def choose_channels_last(cfg: CfgNode) -> bool:
     if cfg.NUM_GPUS > 0:
         return torch.cuda.is_available()
     return describe_model(cfg).width >= CPU_MIN_WIDTH
-
-
-def set_memory_format(model: nn.Module, channels_last: bool) -> nn.Module:
-    """Puts ``model`` in ``torch.channels_last_3d`` (True) or keeps it contiguous.
-
-    The model and its ``input_norm`` (when present) take a ``channels_last``
-    attribute: their forward converts inputs to the weights' format.
-
-    Returns:
-        nn.Module: the same model.
-    """
-    for part in (model, getattr(model, "input_norm", None)):
-        if part is not None and hasattr(part, "channels_last"):
-            part.channels_last = bool(channels_last)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last_3d)
-    return model
