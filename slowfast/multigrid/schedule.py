@@ -473,12 +473,12 @@ def check_crops(schedule: MultigridSchedule, min_crop: int) -> None:
             if crop >= min_crop:
                 continue
             if short_index in (0, 1):
-                key, value = "MULTIGRID.SHORT_CYCLE_FACTORS", list(s.short_factors)
+                key, value = "MULTIGRID.SHORT_CYCLE_FACTORS", str(list(s.short_factors))
             elif s.long_cycle:
                 key = "MULTIGRID.LONG_CYCLE_FACTORS"
                 value = f"entry {index} at {entry.num_frames}x{entry.crop_size}"
             else:
-                key, value = "DATA.TRAIN_CROP_SIZE", s.crop_size
+                key, value = "DATA.TRAIN_CROP_SIZE", str(s.crop_size)
             raise ValueError(
                 f"{key} = {value}: crop {crop} is below the network stride {min_crop}"
             )
