@@ -147,13 +147,21 @@ def _tiny_study_argv(demo_data, out, arm):
     ]  # fmt: skip
 
 
+def _as_from_a_terminal():
+    """The study's signals as a shell starts it: whatever this test process
+    inherited (an ignored SIGINT under a background job, signals a loader left
+    blocked), SIGINT is default and nothing is blocked."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 def _start_training(argv, run_dir, new_session=False):
     """The study in a process, once its training has logged an iteration."""
     env = dict(os.environ, PYTHONPATH=REPO_ROOT)
     proc = subprocess.Popen(
         [sys.executable, STUDY_PATH, *argv], env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=new_session,
+        start_new_session=new_session, preexec_fn=_as_from_a_terminal,
     )  # fmt: skip
     stats = run_dir / "json_stats.log"
     deadline = time.time() + 300
