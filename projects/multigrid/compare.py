@@ -15,32 +15,19 @@ than the baseline's are refused, so that only paired results are compared.
 from __future__ import annotations
 
 import argparse
-import glob
-import json
 import os
 import sys
 from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from multigrid_study.archive import load_kept  # noqa: E402
 from multigrid_study.results import aggregate, format_table, metric_key  # noqa: E402
-
-
-def load_folder(folder: str) -> List[dict]:
-    """The results kept in ``folder``, one per ``*.json`` file, by file name."""
-    paths = sorted(glob.glob(os.path.join(folder, "*.json")))
-    if not paths:
-        raise ValueError(f"{folder}: no kept results (*.json) there")
-    results = []
-    for path in paths:
-        with open(path) as f:
-            results.append(json.load(f))
-    return results
 
 
 def combine(baseline_dir: str, arms: List[str]) -> List[dict]:
     """The baseline's runs of ``baseline_dir`` and each ``NAME=DIR``'s runs
     (all arms but the baseline) renamed ``NAME``."""
-    results = [r for r in load_folder(baseline_dir) if r["arm"] == "baseline"]
+    results = [r for r in load_kept(baseline_dir) if r["arm"] == "baseline"]
     if not results:
         raise ValueError(f"{baseline_dir}: holds no baseline run")
     videos = {r["test_videos"] for r in results}
@@ -48,7 +35,7 @@ def combine(baseline_dir: str, arms: List[str]) -> List[dict]:
         name, sep, folder = spec.partition("=")
         if not sep or not name or not folder:
             raise ValueError(f"{spec!r}: give arms as NAME=DIR")
-        for result in load_folder(folder):
+        for result in load_kept(folder):
             if result["arm"] == "baseline":
                 continue
             if result["test_videos"] not in videos:

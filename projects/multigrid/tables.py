@@ -25,8 +25,6 @@ over seeds of the paired difference (``multigrid_study/headline.py``).
 from __future__ import annotations
 
 import argparse
-import glob
-import json
 import os
 import re
 import sys
@@ -35,6 +33,7 @@ from typing import Dict, List, Optional
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from multigrid_study.archive import load_kept  # noqa: E402
 from multigrid_study.headline import (  # noqa: E402
     HeadlineRow,
     difference_text,
@@ -66,15 +65,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 
 def load_results(folder: str) -> List[dict]:
-    """The kept results of ``results/<folder>``, one per ``*.json`` file."""
-    paths = sorted(glob.glob(os.path.join(ROOT, "results", folder, "*.json")))
-    if not paths:
-        raise ValueError(f"results/{folder}: no kept results (*.json) there")
-    out = []
-    for path in paths:
-        with open(path) as f:
-            out.append(json.load(f))
-    return out
+    """The kept results of ``results/<folder>``."""
+    return load_kept(os.path.join(ROOT, "results", folder))
 
 
 def compute_rows(spec: dict) -> List[tuple]:

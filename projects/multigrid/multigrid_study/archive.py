@@ -11,9 +11,10 @@ the same run name) stops the study before any run: results never mix.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
-from typing import Any, Sequence
+from typing import Any, List, Sequence
 
 from multigrid_study.plan import Run
 
@@ -70,3 +71,16 @@ def keep(folder: str, run: Run, result: dict, repo_root: str) -> str:
         f.write("\n")
     os.replace(path + ".tmp", path)
     return path
+
+
+def load_kept(folder: str) -> List[dict]:
+    """The results kept in ``folder``, one per ``*.json`` file, by file name
+    (what ``keep`` wrote)."""
+    paths = sorted(glob.glob(os.path.join(folder, "*.json")))
+    if not paths:
+        raise ValueError(f"{folder}: no kept results (*.json) there")
+    results = []
+    for path in paths:
+        with open(path) as f:
+            results.append(json.load(f))
+    return results
