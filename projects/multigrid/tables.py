@@ -41,7 +41,7 @@ from multigrid_study.headline import (  # noqa: E402
     seeds_text,
     subset_range,
 )
-from multigrid_study.intervals import t_interval  # noqa: E402
+from multigrid_study.intervals import accuracy_interval  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = os.path.join(ROOT, "results", "tables.yaml")
@@ -147,7 +147,7 @@ def demo_expectations(rows: List[tuple]) -> Dict[str, str]:
             folder = entry["baseline" if arm == "baseline" else "multigrid"]
             runs = {r["seed"]: r for r in load_results(folder) if r["arm"] == arm}
             top1 = [runs[s]["test_top1"] for s in row.seeds]
-            interval = t_interval(top1)
+            interval = accuracy_interval(top1)
             acc = f"top-1 {sum(top1) / len(top1):.1f}%"
             if interval:
                 acc += f" [{interval[1]:.1f}, {interval[2]:.1f}]"

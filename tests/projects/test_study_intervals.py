@@ -19,6 +19,17 @@ def test_t_interval_of_three_seeds():
     assert si.t_interval([5.0]) is None  # one seed: no interval
 
 
+def test_accuracy_interval_stays_within_0_and_100():
+    # two seeds: t(0.975, 1 dof) = 12.706 x the standard error 0.48 runs past 100
+    mean, low, high = si.accuracy_interval([95.67, 96.63])
+    assert mean == pytest.approx(96.15)
+    assert low == pytest.approx(96.15 - 12.7062 * 0.48, abs=1e-3)
+    assert high == 100.0
+    assert si.t_interval([95.67, 96.63])[2] > 100.0  # the raw t interval does
+    assert si.accuracy_interval([1.0, 3.0])[1] == 0.0
+    assert si.accuracy_interval([50.0]) is None
+
+
 def test_correctness_string_in_video_order():
     scores = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])
     assert si.correctness(scores, torch.tensor([0, 0, 0])) == "101"
@@ -112,8 +123,8 @@ def test_aggregate_table_csv_and_eta():
     assert table[0].startswith("| arm | budget | n | epochs | iterations |")
     assert table[2] == (
         "| baseline | 1x | 2 | 4 | 100 | 110.0 (100.0-120.0) | 100.0 (90.0-110.0) "
-        "| 1.00x | 1.00x | 1.00x | 10.0 | 85.0 [21.5, 148.5] | 99.0 | - | - |"
-    )  # t(0.975, 1 dof) = 12.706 x sd 7.07 / sqrt(2): 85 +- 63.5
+        "| 1.00x | 1.00x | 1.00x | 10.0 | 85.0 [21.5, 100.0] | 99.0 | - | - |"
+    )  # t(0.975, 1 dof) = 12.706 x sd 7.07 / sqrt(2): 85 +- 63.5, cut at 100
     assert table[3].startswith(
         "| long_short | 1x | 1 | 4 | 25 | 50.0 | 40.0 | 2.20x | 4.00x | 3.00x |"
     )

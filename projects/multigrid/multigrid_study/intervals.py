@@ -5,7 +5,9 @@ clip sampling, data order) and the test set (a finite sample of videos). The
 estimators:
 
 * an arm's accuracy: Student's t interval over its seeds' accuracies (one
-  value per seed; at least two seeds);
+  value per seed; at least two seeds), cut to [0, 100]
+  (``accuracy_interval``): with few seeds t's interval can reach past 100%,
+  an accuracy cannot;
 * multigrid minus baseline: Student's t interval over seeds of the paired
   difference, arm and baseline trained with the same seed and tested on the
   same videos (``paired_difference``). The seed-to-seed spread of the
@@ -49,6 +51,25 @@ def t_interval(values: Sequence[float], level: float = LEVEL) -> Optional[Interv
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
     return mean, mean - half, mean + half
+
+
+def accuracy_interval(
+    values: Sequence[float], level: float = LEVEL
+) -> Optional[Interval]:
+    """``t_interval`` of accuracies in percent, its ends cut to [0, 100].
+
+    Args:
+        values: one accuracy (%) per seed.
+        level: the coverage.
+
+    Returns:
+        tuple: (mean, low, high), or None with fewer than two values.
+    """
+    interval = t_interval(values, level)
+    if interval is None:
+        return None
+    mean, low, high = interval
+    return mean, max(low, 0.0), min(high, 100.0)
 
 
 def correctness(scores, labels) -> str:

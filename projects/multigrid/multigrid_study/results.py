@@ -10,7 +10,7 @@ import io
 import json
 from typing import Iterable, Optional, Sequence
 
-from multigrid_study.intervals import paired_difference, t_interval
+from multigrid_study.intervals import accuracy_interval, paired_difference
 
 CSV_FIELDS = (
     "arm", "budget", "seed", "epochs", "epochs_planned", "iterations",
@@ -178,7 +178,9 @@ def aggregate(results: Sequence[dict], metric: str) -> list:
         row["train_gflop"] = spread(r.get("train_gflop") for r in runs)
         row["metric"] = spread(r[metric] for r in runs)
         row["top5"] = spread(r["test_top5"] for r in runs)
-        row["interval"] = t_interval([r[metric] for r in runs if r[metric] is not None])
+        row["interval"] = accuracy_interval(
+            [r[metric] for r in runs if r[metric] is not None]
+        )
         reference = arm == "baseline" and budget == 1
         row["difference"] = (
             None if reference else paired_difference(results, metric, arm, budget)
