@@ -1,6 +1,7 @@
 """Compares kept study results across studies: one table, arms paired by seed.
 
     python projects/multigrid/compare.py BASELINE_DIR NAME=DIR [NAME=DIR ...]
+        [--reference ARM]
 
 BASELINE_DIR is a folder of kept results (``results/multigrid_study/<study>``)
 holding the baseline's runs; each ``NAME=DIR`` adds another folder's runs
@@ -10,6 +11,10 @@ table is the study's own (``multigrid_study.results.format_table``): each arm's
 mean with its 95% interval over seeds, and its difference to the baseline
 paired by seed (same seed, same test videos). Runs made with another test set
 than the baseline's are refused, so that only paired results are compared.
+
+``--reference ARM`` pairs the arms with another arm of BASELINE_DIR than its
+baseline: ``--reference long_short`` compares a variant of default multigrid
+(with renditions, say) with default multigrid, seed by seed.
 """
 
 from __future__ import annotations
@@ -24,12 +29,18 @@ from multigrid_study.archive import load_kept  # noqa: E402
 from multigrid_study.results import aggregate, format_table, metric_key  # noqa: E402
 
 
-def combine(baseline_dir: str, arms: List[str]) -> List[dict]:
-    """The baseline's runs of ``baseline_dir`` and each ``NAME=DIR``'s runs
-    (all arms but the baseline) renamed ``NAME``."""
-    results = [r for r in load_kept(baseline_dir) if r["arm"] == "baseline"]
+def combine(
+    baseline_dir: str, arms: List[str], reference: str = "baseline"
+) -> List[dict]:
+    """The ``reference`` arm's runs of ``baseline_dir`` as the baseline, and each
+    ``NAME=DIR``'s runs (all arms but the baseline) renamed ``NAME``."""
+    results = [
+        dict(r, arm="baseline")
+        for r in load_kept(baseline_dir)
+        if r["arm"] == reference and r["budget"] == 1
+    ]
     if not results:
-        raise ValueError(f"{baseline_dir}: holds no baseline run")
+        raise ValueError(f"{baseline_dir}: holds no {reference} run at budget 1")
     videos = {r["test_videos"] for r in results}
     for spec in arms:
         name, sep, folder = spec.partition("=")
@@ -52,19 +63,28 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("baseline", help="folder of kept results with the baseline")
     parser.add_argument("arms", nargs="+", help="NAME=DIR: a folder's runs as arm NAME")
+    parser.add_argument(
+        "--reference",
+        default="baseline",
+        help="the arm of the first folder the others are paired with",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: Optional[list] = None) -> int:
     args = parse_args(argv)
     try:
-        results = combine(args.baseline, args.arms)
+        results = combine(args.baseline, args.arms, args.reference)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     multi_label = any(r.get("test_map") is not None for r in results)
     rows = aggregate(results, metric_key(multi_label))
-    print(format_table(rows, multi_label), end="")
+    if args.reference != "baseline":
+        for row in rows:
+            if row["arm"] == "baseline":
+                row["arm"] = f"{args.reference} (reference)"
+    print(format_table(rows, multi_label, args.reference), end="")
     return 0
 
 

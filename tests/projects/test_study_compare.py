@@ -52,5 +52,29 @@ def test_other_test_sets_and_bad_arguments_are_refused(tmp_path, capsys):
     assert "tested on 8 videos, the baseline on [4]" in capsys.readouterr().err
     assert compare.main([base, other]) == 2
     assert "give arms as NAME=DIR" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="no baseline run"):
+    with pytest.raises(ValueError, match="no baseline run at budget 1"):
         compare.combine(other, [])
+
+
+def test_another_arm_as_the_reference(tmp_path, capsys):
+    study = _keep(
+        tmp_path / "study",
+        [_result("baseline", 0, 80.0), _result("long_short", 0, 90.0),
+         _result("long_short", 1, 92.0)],
+    )  # fmt: skip
+    variant = _keep(
+        tmp_path / "variant",
+        [_result("long_short", 0, 91.0), _result("long_short", 1, 92.0)],
+    )
+    args = [study, f"renditions={variant}", "--reference", "long_short"]
+    assert compare.main(args) == 0
+    out = capsys.readouterr().out
+    assert "test top-1 minus long_short (points) [95% CI]" in out
+    rows = [line for line in out.splitlines() if "| 1x |" in line]
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| long_short (reference)",
+        "| renditions",
+    ]
+    assert "+0.5 [-5.9, 6.9]" in rows[1]  # paired with long_short, not the baseline
+    assert compare.main([study, f"r={variant}", "--reference", "nothing"]) == 2
+    assert "holds no nothing run at budget 1" in capsys.readouterr().err

@@ -231,11 +231,21 @@ def _difference_cells(difference: Optional[dict]) -> list:
     return [cell, f"±{width:.1f}" if width is not None else "-"]
 
 
-def format_table(rows: Sequence[dict], multi_label: bool = False) -> str:
-    """The Markdown table of ``aggregate`` rows, with a legend line."""
+def format_table(
+    rows: Sequence[dict], multi_label: bool = False, reference: str = "baseline"
+) -> str:
+    """The Markdown table of ``aggregate`` rows, with a legend line.
+
+    Args:
+        rows: ``aggregate``'s rows.
+        multi_label: mAP instead of top-1 and top-5.
+        reference: what the row ``aggregate`` paired the others with is
+            called in the headers (the baseline, unless ``compare.py`` was
+            given another arm).
+    """
     name = "test mAP" if multi_label else "test top-1"
     acc = [f"{name} (%) [95% CI]"] + ([] if multi_label else ["test top-5 (%)"])
-    acc += [f"{name} minus baseline (points) [95% CI]", "test sampling (points)"]
+    acc += [f"{name} minus {reference} (points) [95% CI]", "test sampling (points)"]
     headers = ["arm", "budget", "n", "epochs", "iterations", "train wall-clock (s)"]
     headers += ["training loop (s)"]
     headers += ["speedup (wall-clock)", "speedup (iterations)", "speedup (compute)"]
@@ -273,6 +283,7 @@ def format_table(rows: Sequence[dict], multi_label: bool = False) -> str:
         "fvcore GFLOPs per clip at each shape (the speedup a perfectly efficient "
         "machine would show); data wait: time waiting for the loader / "
         "training-loop time."
+        + ("" if reference == "baseline" else f" The baseline here: {reference}.")
     )
     return "\n".join(lines) + "\n"
 
