@@ -80,10 +80,6 @@ def main(argv: Optional[list] = None) -> int:
         return 2
     multi_label = any(r.get("test_map") is not None for r in results)
     rows = aggregate(results, metric_key(multi_label))
-    if args.reference != "baseline":
-        for row in rows:
-            if row["arm"] == "baseline":
-                row["arm"] = f"{args.reference} (reference)"
     print(format_table(rows, multi_label, args.reference), end="")
     return 0
 

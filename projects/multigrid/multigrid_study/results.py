@@ -239,9 +239,9 @@ def format_table(
     Args:
         rows: ``aggregate``'s rows.
         multi_label: mAP instead of top-1 and top-5.
-        reference: what the row ``aggregate`` paired the others with is
-            called in the headers (the baseline, unless ``compare.py`` was
-            given another arm).
+        reference: the arm ``aggregate``'s baseline rows stand for, named
+            in the headers and the reference row (the baseline, unless
+            ``compare.py`` was given another arm).
     """
     name = "test mAP" if multi_label else "test top-1"
     acc = [f"{name} (%) [95% CI]"] + ([] if multi_label else ["test top-5 (%)"])
@@ -256,7 +256,10 @@ def format_table(
             f"{row[k]:.2f}x" if row[k] is not None else "-"
             for k in ("speedup_time", "speedup_iters", "speedup_compute")
         ]
-        cells = [row["arm"], f"{row['budget']:g}x", str(row["n"])]
+        label = row["arm"]
+        if reference != "baseline" and label == "baseline" and row["budget"] == 1:
+            label = f"{reference} (reference)"
+        cells = [label, f"{row['budget']:g}x", str(row["n"])]
         cells += [_cell(row["epochs"], ".0f"), _cell(row["iterations"], ".0f")]
         cells += [_cell(row["train_s"]), _cell(row["epoch_time_s"]), *speedups]
         cells.append(_cell(row["data_wait_share"], scale=100.0))
