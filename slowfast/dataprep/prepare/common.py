@@ -45,6 +45,45 @@ def _call(job):
         return item[0], None, f"{type(err).__name__}: {reason}"
 
 
+class ProgressLine:
+    """The progress of ``total`` items on a stream.
+
+    On a terminal the line is rewritten after every item. Elsewhere (a log
+    file, a SLURM job's output) a full line is written at every tenth of the
+    work, once ``interval_s`` have passed since the last line, and at the end,
+    so that the log stays readable.
+    """
+
+    def __init__(self, stream, label: str, total: int, interval_s: float = 60.0):
+        self.stream, self.label, self.total = stream, label, total
+        isatty = getattr(stream, "isatty", None)
+        self.live = bool(isatty and isatty())
+        self.step = max(1, -(-total // 10))
+        self.interval_s = interval_s
+        self.start = self.last = time.time()
+
+    def update(self, count: int, failed: int) -> None:
+        """Reports ``count`` items done, ``failed`` of them failed."""
+        now = time.time()
+        due = count == self.total or count % self.step == 0
+        if not self.live and not due and now - self.last < self.interval_s:
+            return
+        self.last = now
+        elapsed = now - self.start
+        eta = elapsed / count * (self.total - count)
+        text = (
+            f"{self.label}: {count}/{self.total} ({failed} failed), "
+            f"{elapsed:.0f} s, about {eta:.0f} s left"
+        )
+        self.stream.write(f"\r{text}   " if self.live else text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Ends a live line."""
+        if self.live:
+            self.stream.write("\n")
+
+
 def run_items(
     items: Sequence[tuple],
     fn: Callable[[tuple], object],
@@ -66,7 +105,7 @@ def run_items(
         failures as (item id, reason).
     """
     results, failures = {}, []
-    start = time.time()
+    progress = ProgressLine(stream, label, len(items))
     jobs = [(fn, item) for item in items]
     if workers > 1:
         pool = mp.get_context("spawn").Pool(workers)
@@ -78,18 +117,12 @@ def run_items(
             results[item_id] = result
             if error:
                 failures.append((item_id, error))
-            elapsed = time.time() - start
-            eta = elapsed / count * (len(jobs) - count)
-            stream.write(
-                f"\r{label}: {count}/{len(jobs)} ({len(failures)} failed), "
-                f"{elapsed:.0f} s, about {eta:.0f} s left   "
-            )
-            stream.flush()
+            progress.update(count, len(failures))
     finally:
         if pool is not None:
             pool.close()
             pool.join()
-    stream.write("\n")
+    progress.close()
     return [results.get(item[0]) for item in items], failures
 
 
