@@ -3,12 +3,26 @@ line per tenth of the work in a log."""
 
 import io
 
+from slowfast.dataprep.prepare import common
 from slowfast.dataprep.prepare.common import ProgressLine, run_items
 
 
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
+
+
+class _BareStream:
+    """A stream with ``write`` and ``flush`` only."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
 
 
 def _square(item):
@@ -43,10 +57,28 @@ def test_terminal_line_is_rewritten_after_every_item():
     assert "work: 3/3 (1 failed)" in text.split("\r")[-1]
 
 
-def test_log_line_once_the_interval_has_passed():
+def test_log_line_only_once_the_interval_has_passed(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(common.time, "monotonic", lambda: now[0])
     log = io.StringIO()
-    progress = ProgressLine(log, "work", total=1000, interval_s=0.0)
-    progress.update(1, 0)
+    progress = ProgressLine(log, "work", total=1000, interval_s=60.0)
+    now[0] = 159.0
+    progress.update(1, 0)  # not a tenth, under a minute: held back
+    assert log.getvalue() == ""
+    now[0] = 161.0
+    progress.update(2, 0)
+    assert log.getvalue() == "work: 2/1000 (0 failed), 61 s, about 30439 s left\n"
+    now[0] = 200.0
+    progress.update(3, 0)  # a minute since the last line has not passed
     progress.close()
-    assert log.getvalue().startswith("work: 1/1000 (0 failed), ")
     assert log.getvalue().count("\n") == 1
+
+
+def test_stream_without_isatty_and_no_items():
+    bare = _BareStream()
+    results, failures = run_items([], _square, workers=0, label="work", stream=bare)
+    assert (results, failures) == ([], [])
+    assert bare.text == ""
+    results, _ = run_items([("a", 4)], _square, workers=0, label="work", stream=bare)
+    assert results == [16]
+    assert bare.text.startswith("work: 1/1 (0 failed), ") and bare.text.endswith("\n")

@@ -49,22 +49,21 @@ class ProgressLine:
     """The progress of ``total`` items on a stream.
 
     On a terminal the line is rewritten after every item. Elsewhere (a log
-    file, a SLURM job's output) a full line is written at every tenth of the
-    work, once ``interval_s`` have passed since the last line, and at the end,
-    so that the log stays readable.
+    file, a SLURM job's output) a full line is written after about every tenth
+    of the work, after the first item to finish once ``interval_s`` have passed
+    since the last line, and at the end, so that the log stays readable.
     """
 
     def __init__(self, stream, label: str, total: int, interval_s: float = 60.0):
         self.stream, self.label, self.total = stream, label, total
-        isatty = getattr(stream, "isatty", None)
-        self.live = bool(isatty and isatty())
+        self.live = _is_terminal(stream)
         self.step = max(1, -(-total // 10))
         self.interval_s = interval_s
-        self.start = self.last = time.time()
+        self.start = self.last = time.monotonic()
 
     def update(self, count: int, failed: int) -> None:
-        """Reports ``count`` items done, ``failed`` of them failed."""
-        now = time.time()
+        """Reports ``count`` (at least 1) items done, ``failed`` of them failed."""
+        now = time.monotonic()
         due = count == self.total or count % self.step == 0
         if not self.live and not due and now - self.last < self.interval_s:
             return
@@ -82,6 +81,17 @@ class ProgressLine:
         """Ends a live line."""
         if self.live:
             self.stream.write("\n")
+            self.stream.flush()
+
+
+def _is_terminal(stream) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    if isatty is None:
+        return False
+    try:
+        return bool(isatty())
+    except ValueError:  # a closed file: no terminal to rewrite
+        return False
 
 
 def run_items(
