@@ -26,6 +26,11 @@ def _keep(folder, results):
     return str(folder)
 
 
+def _table_rows(out):
+    """The table's rows at budget 1."""
+    return [line for line in out.splitlines() if "| 1x |" in line]
+
+
 def test_arms_from_other_folders_pair_with_the_baseline(tmp_path, capsys):
     base = _keep(
         tmp_path / "study",
@@ -37,7 +42,7 @@ def test_arms_from_other_folders_pair_with_the_baseline(tmp_path, capsys):
         [_result("long_short", 0, 91.0), _result("long_short", 1, 92.0)],
     )
     assert compare.main([base, f"views={swept}"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if "| 1x |" in line]
+    rows = _table_rows(capsys.readouterr().out)
     assert [r.split(" | ")[0] for r in rows] == ["| baseline", "| views"]
     # Differences +1 and 0 over seeds 0 and 1; the study folder's own
     # long_short run (10%) is not part of the table.
@@ -70,7 +75,7 @@ def test_another_arm_as_the_reference(tmp_path, capsys):
     assert compare.main(args) == 0
     out = capsys.readouterr().out
     assert "test top-1 minus long_short (points) [95% CI]" in out
-    rows = [line for line in out.splitlines() if "| 1x |" in line]
+    rows = _table_rows(out)
     assert [r.split(" | ")[0] for r in rows] == [
         "| long_short (reference)",
         "| renditions",
