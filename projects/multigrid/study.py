@@ -71,13 +71,13 @@ import sys
 from typing import Optional
 
 from slowfast.config.derived import stop_signals
-from slowfast.engine.preemption import EXIT_PREEMPTED
 from slowfast.launch.config import load_run_config
 from slowfast.launch.parser import load_config_from_args
 from slowfast.launch.parser import parse_args as parse_run_args
 from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid.schedule import check_epochs_have_iterations
 from slowfast.utils.distributed import procs_per_machine
+from slowfast.utils.errors import EXIT_PREEMPTED
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multigrid_study import archive  # noqa: E402

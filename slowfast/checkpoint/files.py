@@ -14,6 +14,8 @@ from typing import List, Optional
 from iopath.common.file_io import g_pathmgr
 from torch import nn
 
+from slowfast.utils.errors import UserError
+
 CHECKPOINT_SUBDIR = "checkpoints"
 _NAME_FORMAT = "checkpoint_epoch_{:05d}.pyth"
 _MID_EPOCH_FORMAT = "checkpoint_epoch_{:05d}_iter_{:06d}.pyth"
@@ -25,10 +27,8 @@ RESERVED_KEYS = ("epoch", "cfg", "iteration_in_epoch", "fingerprint", "checksum"
 RESERVED_KEYS += STATE_KEYS
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A checkpoint is missing, unreadable or does not fit; the message is one line."""
-
-    user_error = True  # launchers show the message, the traceback in the log only
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:

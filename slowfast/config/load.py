@@ -15,10 +15,13 @@ from fvcore.common.config import CfgNode
 
 from slowfast.config.defaults import get_cfg
 from slowfast.config.validate import validate_cfg
+from slowfast.utils.errors import EXIT_CONFIG, UserError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config file, key or value is wrong; the message is one line."""
+
+    exit_status = EXIT_CONFIG
 
 
 def _decode(value: Any) -> Any:

@@ -12,6 +12,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from slowfast.utils.errors import UserError
+
 FRAME_LIST_HEADER = "original_vido_id video_id frame_id path labels"
 
 
@@ -91,11 +93,9 @@ class SplitLists:
         self.problems += [(p.where, f"{p.reason}: {p.text!r}") for p in problems]
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """A problem in the user's data or list files (one line naming the file,
     and the line or entry); launchers report it without a traceback."""
-
-    user_error = True  # launchers show the message, the traceback in the log only
 
 
 def _fail(problem: ListProblem, strict: bool, problems: List[ListProblem]) -> None:

@@ -39,6 +39,7 @@ from slowfast.engine.run_state import RunStateRecorder
 from slowfast.solver.optimizer import set_lr
 from slowfast.utils import distributed as du
 from slowfast.utils import rng
+from slowfast.utils.errors import UserError
 from slowfast.utils.logging import log_json_stats
 
 logger = logging.getLogger(__name__)
@@ -116,10 +117,8 @@ class ScheduleHook(HookBase):
         set_lr(self.optimizer, state.lr)
 
 
-class NonFiniteLossError(FloatingPointError):
+class NonFiniteLossError(UserError, FloatingPointError):
     """The loss was not finite: a user error (the recipe's LR, or the data)."""
-
-    user_error = True  # launchers show the message, the traceback in the log only
 
 
 class NonFiniteGuard(HookBase):

@@ -30,11 +30,9 @@ import torch
 
 from slowfast.engine.loop import HookBase, LoopState
 from slowfast.utils import distributed as du
+from slowfast.utils.errors import EXIT_PREEMPTED
 
 logger = logging.getLogger(__name__)
-
-# The exit status of a preempted run (BSD EX_TEMPFAIL: "try again later").
-EXIT_PREEMPTED = 75
 
 
 class Preempted(Exception):
@@ -43,11 +41,9 @@ class Preempted(Exception):
     Attributes:
         signum: the signal's number.
         path: the checkpoint written (None on processes other than rank 0).
-        expected_stop: not a failure (launchers log no traceback).
         exit_status: the status a process stopped by it exits with.
     """
 
-    expected_stop = True
     exit_status = EXIT_PREEMPTED
 
     def __init__(self, signum: int, path: Optional[str]) -> None:

@@ -23,16 +23,16 @@ from typing import List, Optional
 
 import simplejson
 
+from slowfast.utils.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 RUN_STATE_FILE = "run_state.json"
 VERSION = 1
 
 
-class RunStateError(ValueError):
+class RunStateError(UserError, ValueError):
     """run_state.json cannot be read; the message is one line."""
-
-    user_error = True  # launchers show the message, the traceback in the log only
 
 
 def file_identity(path: str) -> str:

@@ -25,14 +25,17 @@ from typing import List, Mapping, Optional, Tuple
 from fvcore.common.config import CfgNode
 
 from slowfast.config.derived import global_batch_size, lr_scale
+from slowfast.utils.errors import EXIT_CONFIG, UserError
 
 LAUNCHERS = ("auto", "plain", "torchrun", "srun")
 # SLURM_STEP_ID values of the steps that are not srun tasks.
 _NOT_SRUN_STEPS = ("batch", "extern", "interactive", "4294967294", "4294967295")
 
 
-class LaunchError(ValueError):
+class LaunchError(UserError, ValueError):
     """The environment describes an impossible layout; the message is one line."""
+
+    exit_status = EXIT_CONFIG
 
 
 @dataclass(frozen=True)

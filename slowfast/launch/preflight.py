@@ -16,16 +16,17 @@ from fvcore.common.config import CfgNode
 from slowfast.config.derived import per_process_batch
 from slowfast.launch.launcher import Layout
 from slowfast.multigrid import MultigridSchedule
+from slowfast.utils.errors import EXIT_CONFIG, EXIT_FAILED, UserError
 
-EXIT_DATA = 1
-EXIT_CONFIG = 2
+EXIT_DATA = EXIT_FAILED
 
 
-class PreflightError(Exception):
+class PreflightError(UserError):
     """A problem found before the run starts.
 
     Attributes:
-        exit_status: 2 (config, devices) or 1 (data, output folder).
+        exit_status: ``EXIT_CONFIG`` (config, devices) or ``EXIT_DATA`` (data,
+            output folder).
     """
 
     def __init__(self, message: str, exit_status: int) -> None:

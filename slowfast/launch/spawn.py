@@ -29,7 +29,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from fvcore.common.config import CfgNode
 
+from slowfast.engine.preemption import Preempted
 from slowfast.utils.distributed import init_process_group, procs_per_machine
+from slowfast.utils.errors import UserError
 from slowfast.utils.logging import FILE_ONLY, error_line, setup_logging
 
 logger = logging.getLogger(__name__)
@@ -210,10 +212,10 @@ def _run_in_group(
             gc.collect()
             dist.barrier()
     except Exception as err:
-        if getattr(err, "user_error", False):  # bad data, checkpoint, recipe
+        if isinstance(err, UserError):  # bad data, checkpoint, recipe
             logger.error("process rank %d failed: %s", rank, error_line(str(err)))
             logger.error("traceback of rank %d", rank, exc_info=True, extra=FILE_ONLY)
-        elif not getattr(err, "expected_stop", False):
+        elif not isinstance(err, Preempted):  # a stop is no failure
             logger.exception("process rank %d failed", rank)
         raise
     finally:
@@ -240,11 +242,8 @@ def _worker(
     setup_logging(cfg.OUTPUT_DIR, rank)
     try:
         run_in_group(funcs, cfg, init_method, rank, world_size, local_rank, num_procs)
-    except Exception as err:
-        status = getattr(err, "exit_status", None)
-        if status is None:
-            raise
-        raise SystemExit(status) from err
+    except Preempted as err:  # a stop, not a failure: no traceback to pass on
+        raise SystemExit(err.exit_status) from err
 
 
 def _forward_signals(context, signums: Sequence[int]) -> dict:

@@ -14,7 +14,7 @@ from multigrid_study import machine as sm
 from multigrid_study import progress as sp
 
 from slowfast.checkpoint.files import is_mid_epoch_checkpoint, list_checkpoints
-from slowfast.engine.preemption import EXIT_PREEMPTED
+from slowfast.utils.errors import EXIT_PREEMPTED
 from tests.conftest import REPO_ROOT
 
 from .test_study import DEMO_MULTIGRID, STUDY_PATH, _study_module

@@ -29,7 +29,8 @@ import time
 from typing import Optional, Sequence, Tuple
 
 from multigrid_study.machine import machine_text, same_machine
-from slowfast.engine.preemption import EXIT_PREEMPTED, StopSignals, signal_name
+from slowfast.engine.preemption import StopSignals, signal_name
+from slowfast.utils.errors import EXIT_PREEMPTED
 
 PROGRESS_FILE = "study_progress.json"
 # Where an unfinished run goes on (see ``next_phase``).
