@@ -4,7 +4,8 @@
 job id, command). A second start with the same OUTPUT_DIR refuses with one
 line naming the directory and the holder. A lock whose process is gone is
 taken over: on the same host when its pid no longer runs, on any host when
-it belongs to the same SLURM job (a requeued job restarts elsewhere). The
+it belongs to the same SLURM job (a requeued job restarts elsewhere) or to a
+SLURM job that squeue says has ended (a failed job's next submission). The
 lock is released when the run ends, whatever the reason (also on a signal
 that ends the process through Python).
 """
@@ -16,8 +17,11 @@ import logging
 import os
 import re
 import socket
+import subprocess
 import sys
 from typing import List, Optional
+
+from slowfast.utils.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +31,7 @@ LOCK_NAME = ".run.lock"
 _TEMP_RE = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}\.tmp$")
 
 
-class RunLockError(RuntimeError):
+class RunLockError(UserError, RuntimeError):
     """OUTPUT_DIR is in use by another run; the message is one line."""
 
 
@@ -39,6 +43,31 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:  # someone else's process
         return True
     return True
+
+
+# squeue's states of a job that may still run (or is between two runs).
+_LIVE_JOB_STATES = {
+    "PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
+    "REQUEUE_FED", "RESIZING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT",
+}  # fmt: skip
+
+
+def _slurm_job_ended(job_id: str) -> bool:
+    """Whether SLURM says job ``job_id`` has ended (False when it cannot tell)."""
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%T"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):  # no SLURM here: cannot tell
+        return False
+    if out.returncode != 0:
+        # squeue refuses an id it no longer knows ("Invalid job id").
+        return "invalid job id" in out.stderr.lower()
+    states = set(out.stdout.split())
+    return not states & _LIVE_JOB_STATES
 
 
 def _holder_text(holder: dict) -> str:
@@ -93,6 +122,11 @@ class RunLock:
             return f"it belongs to this SLURM job ({me['slurm_job']}), restarted"
         if holder.get("host") == me["host"] and not _pid_alive(int(holder["pid"])):
             return f"its process {holder['pid']} on this host has ended"
+        # A SLURM job that failed on other nodes (a task killed, a node lost)
+        # leaves its lock behind: the next submission takes it over.
+        if holder.get("slurm_job") and not same_job:
+            if _slurm_job_ended(holder["slurm_job"]):
+                return f"its SLURM job {holder['slurm_job']} has ended"
         return None
 
     def in_use(self) -> Optional[str]:

@@ -1,12 +1,13 @@
 """The job that ``tools/submit.py`` hands to submitit: one task per GPU.
 
-Every task is one rank: it reads its place from ``submitit.JobEnvironment``,
-joins the process group (the first host of the job, a port derived from the
-job id) and runs the enabled stages as ``tools/run_net.py`` would. On a stop
-signal the run saves a mid-epoch checkpoint (``engine/preemption.py``) and the
-job passes the signal on to submitit's own handler, which requeues it through
-its checkpoint mechanism (``checkpoint`` below: the same job again, which
-resumes from OUTPUT_DIR).
+Every task is one rank: it reads its place from ``submitit.JobEnvironment``
+(the first host of the job, a port derived from the job id) and runs the
+start sequence every launcher shares (``launch/job.py: run_job``). On a stop
+signal the run saves a mid-epoch checkpoint (``engine/preemption.py``); then
+task 0 hands the signal to submitit's own handler, which requeues the job
+through its checkpoint mechanism (``checkpoint`` below: the same job again,
+which resumes from OUTPUT_DIR). A job stopped by its time limit more often
+than ``--max-requeues`` is not requeued: task 0 says so in one line.
 """
 
 import logging
@@ -16,12 +17,13 @@ import sys
 
 from fvcore.common.config import CfgNode
 
-from slowfast.launch.launcher import Layout, apply_layout, job_port
-from slowfast.launch.preflight import PreflightError, preflight
-from slowfast.launch.run_lock import RunLock
-from slowfast.launch.start import begin_run, stages
+from slowfast.launch.job import report, run_job
+from slowfast.launch.launcher import Layout, job_port
+from slowfast.utils.errors import EXIT_OK, EXIT_PREEMPTED
 
 logger = logging.getLogger(__name__)
+
+REQUEUE_HINT = "the job requeues itself and resumes there"
 
 
 class SubmititJob:
@@ -54,45 +56,39 @@ class SubmititJob:
 
     def __call__(self) -> int:
         """Runs the job's stages in this task; returns 0 when done."""
-        from slowfast.engine.preemption import Preempted
-        from slowfast.launch.spawn import run_in_group
-
         layout = self.layout()
-        cfg, notes = apply_layout(self.cfg, layout)
-        try:
-            preflight(cfg, layout)  # as run_net.py does, on this task's node
-        except PreflightError as err:
-            logger.error("error: %s", err)
-            sys.exit(err.exit_status)
-        lock = RunLock(cfg.OUTPUT_DIR)
-        try:
-            # The first task holds the lock; a requeued job takes its own over.
-            begin_run(cfg, layout, lock, layout.rank == 0, notes)
-            run_in_group(
-                stages(cfg),
-                cfg,
-                layout.init_method,
-                layout.rank,
-                layout.world_size,
-                layout.local_rank,
-                group=True,  # as under torchrun and srun: DDP with one task too
-            )
-        except Preempted as err:
-            logger.warning("%s; asking submitit to requeue the job", err)
+        status = run_job(self.cfg, layout, resume_hint=REQUEUE_HINT)
+        if status == EXIT_PREEMPTED:
+            if layout.rank != 0:
+                # Task 0 alone requeues (as submitit's handler does). Ending
+                # with 0 here keeps srun's --kill-on-bad-exit from killing
+                # task 0 before it has.
+                sys.exit(EXIT_OK)
             self._requeue()
-            # Tasks other than the first: submitit's handler leaves the
-            # requeue to task 0 and returns.
-            sys.exit(err.exit_status)
-        finally:
-            lock.release()
-        return 0
+        if status != EXIT_OK:
+            sys.exit(status)
+        return EXIT_OK
 
     @staticmethod
     def _requeue() -> None:
-        """Hands the stop over to submitit's handler of its preemption signal."""
-        from submitit import JobEnvironment
+        """Hands the stop over to submitit's handler of its preemption signal.
 
-        signal.raise_signal(JobEnvironment._usr_sig())
+        The handler requeues the job and exits, or raises
+        ``UncompletedJobError`` when the job reached its time limit more often
+        than ``--max-requeues`` allows: then one line says so.
+        """
+        from submitit import JobEnvironment
+        from submitit.core.utils import UncompletedJobError
+
+        try:
+            signal.raise_signal(JobEnvironment._usr_sig())
+        except UncompletedJobError as err:
+            report(
+                f"error: not requeued: {err} (the time limit ended it more often "
+                "than --max-requeues allows); submit the same command again to "
+                "resume from the last checkpoint"
+            )
+            sys.exit(EXIT_PREEMPTED)
 
     def checkpoint(self):
         """submitit's requeue hook: the same job again (it resumes from OUTPUT_DIR)."""
