@@ -20,6 +20,7 @@ FLOPs instead.
 import logging
 import os
 import sys
+from typing import Optional
 
 from fvcore.common.config import CfgNode
 
@@ -104,7 +105,7 @@ def _newest_mid_epoch(output_dir: str) -> str:
     return max(mid, key=os.path.getmtime) if mid else "none found"
 
 
-def _stopped(cfg: CfgNode, signum: int, path: str, resume_hint: str) -> int:
+def _stopped(cfg: CfgNode, signum: int, path: Optional[str], resume_hint: str) -> int:
     from slowfast.engine.preemption import signal_name
 
     how = f" by {signal_name(signum)}" if signum else ""
@@ -129,13 +130,15 @@ def run_stages(cfg: CfgNode, layout: Layout, resume_hint: str = RESUME_HINT) -> 
             for stage in stages(cfg):
                 launch_job(cfg, layout.init_method, stage, forward_signals=signums)
         else:
+            rank = layout.rank or 0  # a launcher's process: its rank is set
+            local = layout.local_rank
             run_in_group(
                 stages(cfg),
                 cfg,
                 layout.init_method,
-                layout.rank,
+                rank,
                 layout.world_size,
-                layout.local_rank,
+                rank % layout.procs_per_node if local is None else local,
                 group=True,  # a launcher's rendezvous: DDP with 1 process too
             )
         return EXIT_OK
@@ -162,15 +165,15 @@ def run_stages(cfg: CfgNode, layout: Layout, resume_hint: str = RESUME_HINT) -> 
         )
         return EXIT_FAILED
     except Exception as err:  # this process is the rank (torchrun, srun, 1 process)
-        user_error = isinstance(err, UserError)
-        if layout.spawns and layout.world_size == 1 and not user_error:
+        if layout.spawns and layout.world_size == 1 and not isinstance(err, UserError):
             raise  # a single process: the traceback is the report
         rank = layout.rank or 0
         who = "" if layout.world_size == 1 else f"process rank {rank} failed: "
-        # A loader worker's error arrives with the worker's traceback in its
-        # message: error_line keeps the error's own last line.
-        text = error_line(str(err)) if user_error else one_line(err)
-        report(
-            f"error: {who}{text}; traceback in {process_log_path(cfg.OUTPUT_DIR, rank)}"
-        )
-        return err.exit_status if user_error else EXIT_FAILED
+        log = process_log_path(cfg.OUTPUT_DIR, rank)
+        if isinstance(err, UserError):
+            # A loader worker's error arrives with the worker's traceback in
+            # its message: error_line keeps the error's own last line.
+            report(f"error: {who}{error_line(str(err))}; traceback in {log}")
+            return err.exit_status
+        report(f"error: {who}{one_line(err)}; traceback in {log}")
+        return EXIT_FAILED

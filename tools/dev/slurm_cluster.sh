@@ -105,7 +105,11 @@ PartitionName=debug Nodes=${NODES[0]},${NODES[1]} Default=YES MaxTime=INFINITE S
 EOF
 }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# Whether the daemon of pid file $1 runs (a daemon removes its file as it ends).
+alive() {
+  local pid
+  pid="$(cat "$1" 2>/dev/null)" && kill -0 "${pid}" 2>/dev/null
+}
 
 nodes_idle() {
   local states
