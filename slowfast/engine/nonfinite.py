@@ -13,9 +13,16 @@ so on a GPU the step keeps it on the device:
   step and, after it, keeps the new values or the old ones with one
   ``torch.where``: a few kernel launches whatever the number of BN layers.
 
-Elsewhere (CPU, other optimizers, the first step, which creates the
-optimizer's state) the step reads the verdict on the host and skips the
-update there, as it always could.
+Elsewhere (CPU, other optimizers, and every step until one update has been
+applied, which writes the optimizer's state) the step reads the verdict on
+the host and skips the update there, as it always could. A fused optimizer
+must not skip its first step on the device: PyTorch's ``SGD(fused=True)``
+creates its momentum buffers with ``empty_like`` in that step and leaves them
+unwritten when ``found_inf`` skips it, and the next step would fold that
+memory into the weights (``tests/engine/test_skipped_steps.py``).
+
+Under a GradScaler the scaler skips the update on an overflow; the BN
+statistics of that step are put back all the same.
 """
 
 from typing import Dict, List, Tuple

@@ -60,6 +60,8 @@ class TrainStep:
         self.multi_label = multi_label
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.buffers = BufferSnapshot(model)
+        # Whether an update has been applied (the optimizer's state written).
+        self.stepped = False
 
     def prepare(self, batch):
         """The batch's inputs, labels and extras on the device; model in train mode."""
@@ -84,22 +86,41 @@ class TrainStep:
         """After the backward pass: the statistics, the finite check and the
         update (or its skip), with ``self.buffers`` taken before the forward.
 
-        Under a GradScaler only the loss is checked: the scaler skips steps
-        whose scaled gradients overflow and lowers its scale, as it should.
+        A step is skipped when its loss or any gradient is not finite; under a
+        GradScaler an overflow is the scaler's to handle (it skips the update
+        and lowers its scale), so the statistics' verdict, which stops the
+        run, checks only the loss. Either way the skipped step leaves the
+        weights, the optimizer state and the BN statistics as they were.
         """
         values = self.reduce(loss, preds, labels, num_failed)
-        ok = torch.isfinite(values[:1])
-        if self.scaler is None:
-            ok = ok & grads_finite(self.params, self.device)
-        stats = StepStats.pending(torch.cat([values, ok.double()]))
-        if skips_on_device(self.optimizer, self.device) or self.scaler is not None:
+        loss_ok = torch.isfinite(values[:1])
+        ok = loss_ok & grads_finite(self.params, self.device)
+        verdict = loss_ok if self.scaler is not None else ok
+        stats = StepStats.pending(torch.cat([values, verdict.double()]))
+        if not self.stepped:
+            # Until an update has been applied, the verdict is read on the
+            # host: a fused optimizer (PyTorch's SGD(fused=True)) creates its
+            # state in its first step with empty_like and leaves it unwritten
+            # when found_inf (its own or a GradScaler's) skips that step; the
+            # next step would fold that memory into the weights.
+            self._host_skip(bool(ok))
+        elif skips_on_device(self.optimizer, self.device) or self.scaler is not None:
             self.update(found_inf=None if self.scaler else (~ok).float())
             self.buffers.keep_if(ok)
-        elif stats.applied:  # the host reads the verdict (free on a CPU)
-            self.update()
-        else:
-            self.buffers.restore()
+        else:  # the host reads the verdict (free on a CPU)
+            self._host_skip(bool(ok))
         return stats
+
+    def _host_skip(self, ok: bool) -> None:
+        """Applies the update, or skips it and puts the BN statistics back."""
+        if ok:
+            self.update()
+            self.stepped = True
+            return
+        self.buffers.restore()
+        if self.scaler is not None:  # the scaler lowers its scale all the same
+            self.scaler.unscale_(self.optimizer)
+            self.scaler.update()
 
     def update(self, found_inf: Optional[torch.Tensor] = None) -> None:
         """Gradient clipping and the optimizer step (through the scaler when
