@@ -184,8 +184,10 @@ class SubBatchNorm3d(nn.BatchNorm3d):
         total = float(per_split * splits)
         if self.process_group is not None:
             count = torch.full_like(mean[:, :1], per_split)
-            mean, var, count = _reduce_stats(mean, var, count, self.process_group)
-            total = float(count.sum())
+            mean, var, _ = _reduce_stats(mean, var, count, self.process_group)
+            # Every process of a group trains a batch of the same shape: the
+            # count is known on the host, with no read-back of the reduced one.
+            total *= dist.get_world_size(self.process_group)
         if self.track_running_stats:
             self._update_running_stats(mean.detach(), var.detach(), total)
 

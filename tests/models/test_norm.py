@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from slowfast.config import load_config
 from slowfast.models import build_model
@@ -252,6 +253,20 @@ def test_helpers_refuse_plain_batchnorm_models():
     assert set_bn_process_group(model, None) == 0
 
 
+class _HostReads(TorchDispatchMode):
+    """Counts the values read back to the host (``aten._local_scalar_dense``:
+    ``float(t)``, ``t.item()``), each a wait for the device on a GPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
 def _sync_worker(rank, world, init_file, out_dir):
     import torch.distributed as dist
 
@@ -269,9 +284,11 @@ def _sync_worker(rank, world, init_file, out_dir):
             assert copy.deepcopy(sub).process_group is dist.group.WORLD
             half = x.shape[0] // world
             local = x[rank * half : (rank + 1) * half].clone().requires_grad_()
-            y = sub(local)
-            (y * grad[rank * half : (rank + 1) * half]).sum().backward()
+            with _HostReads() as reads:
+                y = sub(local)
+                (y * grad[rank * half : (rank + 1) * half]).sum().backward()
             result = {
+                "host_reads": reads.count,
                 "y": y.detach(),
                 "x_grad": local.grad,
                 "w_grad": sub.weight.grad,
@@ -338,5 +355,6 @@ def test_process_group_sync_matches_single_process(tmp_path):
         torch.testing.assert_close(outs[0]["w_grad"] + outs[1]["w_grad"], w_grad)
         torch.testing.assert_close(outs[0]["b_grad"] + outs[1]["b_grad"], b_grad)
         for o in outs:
+            assert o["host_reads"] == 0  # the layer never waits for the device
             torch.testing.assert_close(o["running_mean"], ref.running_mean)
             torch.testing.assert_close(o["running_var"], ref.running_var)
