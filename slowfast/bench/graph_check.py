@@ -179,7 +179,7 @@ def _copy_state(src: TrainStep, dst: TrainStep) -> None:
     # Deep copies: loading keeps a state tensor of the right device and dtype
     # itself, and the two optimizers would share their momentum buffers.
     dst.optimizer.load_state_dict(copy.deepcopy(src.optimizer.state_dict()))
-    if src.scaler is not None:
+    if src.scaler is not None and dst.scaler is not None:
         dst.scaler.load_state_dict(src.scaler.state_dict())
 
 

@@ -26,6 +26,10 @@ _C.BN.NORM_TYPE = "batchnorm"
 _C.BN.NUM_SPLITS = 1
 # Processes per group sharing statistics for "sync_batchnorm" (1: no sharing).
 _C.BN.NUM_SYNC_DEVICES = 1
+# Sub-batch BN on GPUs: "auto" runs the Triton kernels where they pass their
+# check on the device at first use (else the native path, with a warning),
+# "triton" runs them unchecked, "native" never.
+_C.BN.SPLIT_KERNELS = "auto"
 
 # ---------------------------------------------------------------------------- #
 # Training options

@@ -27,6 +27,7 @@ _CHOICES = {
     "TRAIN.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
     "TEST.CHECKPOINT_TYPE": ("pytorch", "caffe2"),
     "TRAIN.MIXED_PRECISION_DTYPE": ("auto", "bf16", "fp16"),
+    "BN.SPLIT_KERNELS": ("auto", "triton", "native"),
     "TEST.NUM_SPATIAL_CROPS": (1, 3),
     "SLOWFAST.SLOW_SAMPLING": ("linspace", "stride"),
 }

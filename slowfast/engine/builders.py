@@ -7,6 +7,7 @@ import os
 from typing import Callable, NamedTuple, Optional, Tuple
 
 import simplejson
+import torch
 from fvcore.common.config import CfgNode
 from torch import nn
 from torch.utils.data import DataLoader
@@ -14,14 +15,19 @@ from torch.utils.data import DataLoader
 from slowfast.datasets import construct_loader, shutdown_workers
 from slowfast.datasets.build import check_data_dir
 from slowfast.engine.bn_grouping import BNGrouping, convert_to_sub_bn
+from slowfast.engine.runtime import mixed_precision_dtype
 from slowfast.models import build_model, describe_model
+from slowfast.models.kernels.self_check import KernelVerdict
 from slowfast.models.memory_format import choose_channels_last
 from slowfast.models.model_stats import log_model_info
+from slowfast.models.norm import check_split_kernels as norm_check_split_kernels
+from slowfast.models.norm import set_bn_split_kernels
 from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.periods import PeriodicWork
 from slowfast.multigrid.schedule import check_epochs_have_iterations
 from slowfast.utils import rng
 from slowfast.utils.distributed import RunContext
+from slowfast.utils.logging import log_json_stats
 
 logger = logging.getLogger(__name__)
 
@@ -67,17 +73,54 @@ def build_model_for_run(
     Returns:
         (model, BNGrouping or None for plain BN): the model is not wrapped.
     """
-    model = build_model(cfg, choose_channels_last(cfg))
+    channels_last = choose_channels_last(cfg)
+    model = build_model(cfg, channels_last)
     if ctx.is_master and cfg.LOG_MODEL_INFO:
         with rng.preserved_rng():  # logging must not change the run
             log_model_info(model, cfg)
     bn = None
     if uses_multigrid(cfg) or cfg.BN.NORM_TYPE != "batchnorm":
         convert_to_sub_bn(model)
+        set_bn_split_kernels(model, cfg.BN.SPLIT_KERNELS)
+        if ctx.device.type == "cuda" and cfg.BN.SPLIT_KERNELS == "auto":
+            check_split_kernels(cfg, ctx.device, channels_last, ctx.is_master)
         sync_sizes = {schedule.bn_sync_size(e) for e in range(schedule.max_epoch)}
         bn = BNGrouping(model, sync_sizes, ctx.world_size, ctx.rank)
     model.to(ctx.device)  # keeps build_model's memory format
     return model, bn
+
+
+def check_split_kernels(
+    cfg: CfgNode, device: torch.device, channels_last: bool, master: bool
+) -> KernelVerdict:
+    """Checks the split-BN kernels for the run's batches before training
+    (``models/kernels/self_check.py``); the master records the verdict in
+    ``json_stats.log`` (``"_type": "kernel_check"``).
+
+    Args:
+        cfg: the run's config (its autocast dtype).
+        device: the model's device.
+        channels_last: the batches are channels-last-3d.
+        master: this process writes the run's statistics.
+
+    Returns:
+        KernelVerdict: whether the layers use the kernels.
+    """
+    dtype = mixed_precision_dtype(cfg, device) or torch.float32
+    verdict = norm_check_split_kernels(device, dtype, channels_last)
+    if master:
+        log_json_stats(
+            {
+                "_type": "kernel_check",
+                "split_bn": "triton" if verdict.ok else "native",
+                "reason": verdict.reason,
+                "seconds": round(verdict.seconds, 3),
+                "dtype": str(dtype).removeprefix("torch."),
+                "channels_last": channels_last,
+            },
+            cfg.OUTPUT_DIR,
+        )
+    return verdict
 
 
 def wrap_for_processes(model: nn.Module, ctx: RunContext) -> nn.Module:

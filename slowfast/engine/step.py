@@ -45,7 +45,7 @@ class TrainStep:
         loss_fn: Callable,
         ctx: du.RunContext,
         autocast: Callable[[], ContextManager],
-        scaler: Optional[object] = None,
+        scaler: Optional[torch.amp.GradScaler] = None,
         clip_grad_norm: Optional[float] = None,
         multi_label: bool = False,
     ) -> None:

@@ -24,6 +24,11 @@ a contiguous view (``_forward_split_native``); with a process group (or a
 single value per split) ``var_mean`` and elementwise ops, which the sync
 all-reduce needs (``_forward_split_generic``).
 
+On a GPU the Triton kernels check themselves against the native computation
+before their first use for each dtype and memory format, and give way to it
+when they fail or cannot be built (``kernels/self_check.py``); the attribute
+``split_kernels`` (BN.SPLIT_KERNELS) forces either path.
+
 A deep copy of the layer shares its process group; a pickled layer drops it.
 """
 
@@ -36,6 +41,7 @@ import torch.distributed as dist
 from fvcore.common.config import CfgNode
 from torch import nn
 
+from slowfast.models.kernels.self_check import KernelVerdict, split_kernels_verdict
 from slowfast.models.kernels.split_bn import (
     SplitWorkspace,
     fused_split_ok,
@@ -84,6 +90,9 @@ class SubBatchNorm3d(nn.BatchNorm3d):
         )
         self.num_splits = _check_splits(num_splits)
         self.process_group = process_group
+        # BN.SPLIT_KERNELS: "auto" (the Triton kernels where they pass their
+        # check on the device), "triton" (no check) or "native" (never).
+        self.split_kernels = "auto"
 
     def __deepcopy__(self, memo: dict) -> "SubBatchNorm3d":
         # A process group is a communicator handle: copies share it.
@@ -142,13 +151,20 @@ class SubBatchNorm3d(nn.BatchNorm3d):
     def _fused_split_ok(self, x: torch.Tensor) -> bool:
         """Whether the Triton kernels of ``split_bn.py`` compute this forward:
         GPU batches (contiguous or channels-last-3d) with local statistics, a
-        momentum and more than one value per split and channel."""
-        return (
-            self.process_group is None
+        momentum and more than one value per split and channel, once the
+        kernels passed their check on the device for this dtype and layout
+        (``kernels/self_check.py``), unless ``split_kernels`` says otherwise."""
+        ok = (
+            self.split_kernels != "native"
+            and self.process_group is None
             and self.momentum is not None
             and x.numel() // (self.num_splits * x.shape[1]) > 1
             and fused_split_ok(x)
         )
+        if not ok or self.split_kernels == "triton":
+            return ok
+        channels_last = not x.is_contiguous()  # fused_split_ok: one of the two
+        return check_split_kernels(x.device, x.dtype, channels_last).ok
 
     def _forward_split_fused(self, x: torch.Tensor) -> torch.Tensor:
         """The split forward in Triton kernels that read either memory format
@@ -285,6 +301,64 @@ class _AllReduceSum(torch.autograd.Function):
         return _AllReduceSum.apply(grad, ctx.group), None
 
 
+# Tolerances of the kernels' check against the native computation, by dtype.
+_TOLERANCES = {
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (2e-2, 2e-3),
+    torch.bfloat16: (5e-2, 1e-2),
+}
+# The checked batch: 4 clips in 2 splits, 3 channels, 2 x 3 x 3 positions.
+_CHECK_SHAPE, _CHECK_SPLITS = (4, 3, 2, 3, 3), 2
+
+
+def check_split_kernels(
+    device: torch.device, dtype: torch.dtype, channels_last: bool
+) -> KernelVerdict:
+    """The Triton kernels' verdict for batches of this device, dtype and
+    layout: checked once per process against :func:`compare_with_native`."""
+    return split_kernels_verdict(device, dtype, channels_last, compare_with_native)
+
+
+def _split_results(layer: SubBatchNorm3d, x: torch.Tensor, grad, fused: bool):
+    """Output, gradients and running statistics of one split forward."""
+    xi = x.clone(memory_format=torch.preserve_format).requires_grad_()
+    y = layer._forward_split_fused(xi) if fused else layer._forward_split_generic(xi)
+    (y.float() * grad.float()).sum().backward()
+    tensors = dict(
+        output=y, input_grad=xi.grad, weight_grad=layer.weight.grad,
+        bias_grad=layer.bias.grad, running_mean=layer.running_mean,
+        running_var=layer.running_var,
+    )  # fmt: skip
+    return {k: v.detach().float() for k, v in tensors.items() if v is not None}
+
+
+def compare_with_native(
+    device: torch.device, dtype: torch.dtype, channels_last: bool
+) -> str:
+    """Runs the Triton kernels and the generic path on one small batch of
+    this device, dtype and layout; returns the first difference, or ""."""
+    gen = torch.Generator().manual_seed(0)
+    channels = _CHECK_SHAPE[1]
+    layer = SubBatchNorm3d(channels, num_splits=_CHECK_SPLITS)
+    with torch.no_grad():
+        layer.weight.copy_(torch.rand(channels, generator=gen) + 0.5)
+        layer.bias.copy_(torch.randn(channels, generator=gen))
+    layer = layer.to(device).train()
+    native = copy.deepcopy(layer)
+    fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
+    x = (torch.randn(_CHECK_SHAPE, generator=gen) * 2 + 1).to(device, dtype)
+    x = x.contiguous(memory_format=fmt)
+    grad = torch.randn(_CHECK_SHAPE, generator=gen).to(device, dtype)
+    got = _split_results(layer, x, grad, fused=True)
+    want = _split_results(native, x, grad, fused=False)
+    rtol, atol = _TOLERANCES.get(dtype, _TOLERANCES[torch.float32])
+    for name, value in want.items():
+        if not torch.allclose(got[name], value, rtol=rtol, atol=atol):
+            diff = (got[name] - value).abs().max().item()
+            return f"the kernels' {name} differs from the native one by {diff:.3g}"
+    return ""
+
+
 def _reduce_stats(
     mean: torch.Tensor,
     var: torch.Tensor,
@@ -387,6 +461,24 @@ def set_bn_splits(model: nn.Module, num_splits: int) -> int:
     """
     num_splits = _check_splits(num_splits)
     return _set_on_sub_bn(model, "num_splits", num_splits, num_splits > 1)
+
+
+SPLIT_KERNEL_MODES = ("auto", "triton", "native")
+
+
+def set_bn_split_kernels(model: nn.Module, mode: str) -> int:
+    """Sets how every SubBatchNorm3d of ``model`` picks the Triton kernels.
+
+    Args:
+        model: the model (DDP wrappers included).
+        mode: one of SPLIT_KERNEL_MODES (BN.SPLIT_KERNELS).
+
+    Returns:
+        int: the number of layers changed.
+    """
+    if mode not in SPLIT_KERNEL_MODES:
+        raise ValueError(f"split kernels {mode!r}: one of {SPLIT_KERNEL_MODES}")
+    return _set_on_sub_bn(model, "split_kernels", mode, False)
 
 
 def set_bn_process_group(model: nn.Module, group: Optional[dist.ProcessGroup]) -> int:
