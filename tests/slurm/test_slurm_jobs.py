@@ -328,8 +328,9 @@ def test_run_lock_of_an_ended_job_on_another_node_is_taken_over(
     env = _env(slurm_env)
     monkeypatch.setenv("SLURM_CONF", env["SLURM_CONF"])
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    sleeper = _run(["sbatch", "--parsable", "--wrap", "sleep 60"], env).stdout.strip()
-    done = _run(["sbatch", "--parsable", "--wrap", "true"], env).stdout.strip()
+    sbatch = ["sbatch", "--parsable", "--output", str(tmp_path / "slurm-%j.out")]
+    sleeper = _run(sbatch + ["--wrap", "sleep 60"], env).stdout.strip()
+    done = _run(sbatch + ["--wrap", "true"], env).stdout.strip()
     try:
         assert _wait_ended(done, env, timeout=60)["JobState"] == "COMPLETED"
         for job, alive in ((sleeper, True), (done, False)):
