@@ -41,14 +41,21 @@ def _grads_job(cfg, rank, world_size):
     expected = [p.grad.clone() for p in params]
     flat = FlatGrads(params)  # the grads become views, zeroed
     assert all(p.grad.abs().sum() == 0 for p in params)
+    # This process's own gradients, from a model outside any process group.
+    alone = _model()
+    nn.functional.cross_entropy(alone(x), y).backward()
+    own = [p.grad for p in alone.parameters()]
+    idle = []
     for _ in range(2):  # the second round starts from zeroed views
         flat.zero()
-        nn.functional.cross_entropy(ddp.module(x), y).backward()  # DDP idle
+        nn.functional.cross_entropy(ddp.module(x), y).backward()
+        # DDP's reducer stays idle: the gradients are still this process's.
+        idle.append(all(torch.equal(p.grad, g) for p, g in zip(params, own)))
         flat.average(world_size)
     got = [p.grad.clone() for p in params]
     strides = [p.grad.stride() == p.stride() for p in params]
     torch.save(
-        {"expected": expected, "got": got, "strides": strides},
+        {"expected": expected, "got": got, "strides": strides, "idle": idle},
         os.path.join(cfg.OUTPUT_DIR, f"rank{rank}.pyth"),
     )
 
@@ -77,7 +84,7 @@ def test_flat_average_equals_ddp_on_two_processes(tmp_path):
     spawn.launch_job(cfg, f"file://{tmp_path / 'rendezvous'}", _grads_job)
     results = [torch.load(tmp_path / f"rank{r}.pyth") for r in range(2)]
     for result in results:
-        assert all(result["strides"])
+        assert all(result["strides"]) and result["idle"] == [True, True]
         for want, got in zip(result["expected"], result["got"]):
             torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
     # Both processes end with the same (averaged) gradients, as under DDP.
