@@ -38,7 +38,7 @@ machine's Python), and gives its processes the checkout and those on their
 path: nothing is installed.
 
 Examples:
-    python tools/dev/gpu_check.py --pack-wheels --python-version 3.10
+    python tools/dev/gpu_check.py --pack-wheels --python-version 3.10,3.11,3.12
     python tools/dev/gpu_check.py --out gpu_check
     python tools/dev/gpu_check.py --smoke --out /tmp/gpu_check_smoke
 """
@@ -100,14 +100,19 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--python-version",
-        default="{}.{}".format(*sys.version_info[:2]),
-        help="the GPU machine's Python, for --pack-wheels (default: this one's)",
+        help="the GPU machine's Python for --pack-wheels, X.Y (several: "
+        "3.10,3.11,3.12)",
     )
     parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not (args.out or args.pack_wheels):
         parser.error("--out DIR is required (where the results go)")
+    if args.pack_wheels and not args.python_version:
+        parser.error(
+            "--pack-wheels needs --python-version X.Y: the GPU machine's Python "
+            "(python3 --version there), or several if unsure (3.10,3.11,3.12)"
+        )
     if args.budget < 60:
         parser.error(f"--budget {args.budget:g}: give the check at least 60 seconds")
     return args
@@ -326,7 +331,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
     if args.pack_wheels:
-        return _sibling("gpu_check_wheels").pack(args.python_version)
+        wheels = _sibling("gpu_check_wheels")
+        for version in args.python_version.split(","):
+            status = wheels.pack(version.strip())
+            if status:
+                return status
+        return 0
     return run_stage(args) if args.stage else run_check(args)
 
 
