@@ -28,7 +28,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 from fvcore.common.config import CfgNode
@@ -250,7 +250,10 @@ def check_shapes(cfg: CfgNode) -> List[Shape]:
 
 
 def check(
-    cfg: CfgNode, rounds: int, graphed_class: Callable = GraphedTrainStep
+    cfg: CfgNode,
+    rounds: int,
+    graphed_class: Callable = GraphedTrainStep,
+    on_shape: Optional[Callable[[List[ShapeResult]], None]] = None,
 ) -> List[ShapeResult]:
     """Runs the eager and the graphed step side by side (see the module doc).
 
@@ -258,6 +261,8 @@ def check(
         cfg: the config.
         rounds: visits of every shape.
         graphed_class: the step class to check against the eager one.
+        on_shape: called with the results so far after every shape's step
+            (a caller that saves them as they come loses nothing to a cut).
 
     Returns:
         list: a :class:`ShapeResult` per multigrid shape.
@@ -266,11 +271,11 @@ def check(
     eager, graphed = build_steps(cfg, graphed_class)
     results = [ShapeResult(shape) for shape in check_shapes(cfg)]
     with pinning_thread(eager.device):
-        _run_rounds(cfg, rounds, (eager, graphed), results)
+        _run_rounds(cfg, rounds, (eager, graphed), results, on_shape)
     return results
 
 
-def _run_rounds(cfg, rounds, steps, results) -> None:
+def _run_rounds(cfg, rounds, steps, results, on_shape=None) -> None:
     eager, graphed = steps
     shapes = [res.shape for res in results]
     for r in range(rounds):
@@ -307,6 +312,8 @@ def _run_rounds(cfg, rounds, steps, results) -> None:
             if r > 0:
                 results[i].eager_ms.append(ms_e)
                 results[i].graphed_ms.append(ms_g)
+            if on_shape is not None:
+                on_shape(results)
         if r == 0:
             _precise_bn(cfg, (eager, graphed), shapes[-1])
             if eager.scaler is not None:  # the graphs must read the live scale

@@ -111,11 +111,17 @@ def test_graphs_stage_reports_each_config(tmp_path, monkeypatch):
     configs = {"I3D": i3d, "BROKEN": slowfast}
 
     real_check = graph_check.check
+    saved = []  # the stage's file after each shape's step: a cut loses nothing
 
-    def check(cfg, rounds):
+    def check(cfg, rounds, on_shape=None):
         if cfg is slowfast:
             raise RuntimeError("CUDA error: an illegal memory access\ndetails")
-        return real_check(cfg, 1, graphed_class=TrainStep)
+
+        def watch(so_far):
+            on_shape(so_far)
+            saved.append(_figures(tmp_path, "graphs"))
+
+        return real_check(cfg, 1, graphed_class=TrainStep, on_shape=watch)
 
     monkeypatch.setattr(stages.Stage, "unavailable", lambda self, why: None)
     monkeypatch.setattr(stages, "load_configs", lambda smoke: configs)
@@ -132,6 +138,11 @@ def test_graphs_stage_reports_each_config(tmp_path, monkeypatch):
     assert all(s["ok"] and set(s["diffs"].values()) == {0.0} for s in got["shapes"])
     assert got["table"][0].startswith("shape | clips x frames x crop")
     assert figures["summary"].startswith(f"{len(shapes)} shapes, 1 failures")
+    assert len(saved) == len(shapes)  # one round: a save per shape
+    assert all(f["status"] == "running" for f in saved)
+    assert [len(f["configs"]["I3D"]["shapes"]) for f in saved] == [len(shapes)] * len(
+        shapes
+    )
 
 
 def test_train_figures_per_shape_from_json_stats(tmp_path):

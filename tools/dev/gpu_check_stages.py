@@ -372,8 +372,13 @@ def stage_graphs(stage: Stage) -> None:
         tolerance = TOLERANCE["mixed" if cfg.TRAIN.MIXED_PRECISION else "fp32"]
         entry = results[name] = {"tolerance": tolerance, "rounds": GRAPH_ROUNDS}
         entry["split_bn"] = split_bn
+
+        def save(so_far, entry=entry, tolerance=tolerance):  # as each comes
+            entry["shapes"] = _graph_rows(so_far, tolerance)
+            stage.update(configs=results)
+
         try:
-            checked = check(cfg, GRAPH_ROUNDS)
+            checked = check(cfg, GRAPH_ROUNDS, on_shape=save)
         except Exception as err:  # one config's crash is its result
             entry["error"] = one_line(err)
             bad.append(f"{name}: {entry['error']}")
