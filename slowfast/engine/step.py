@@ -151,7 +151,9 @@ class TrainStep:
             top = topk_error_tensor(preds.float(), labels, (1, 5))
         # The loader's count is on the host: a fill kernel takes it to the
         # device (a copy from pageable memory may wait for the device).
-        count = float(torch.as_tensor(num_failed).sum())
+        # (tolist reads host memory; no tensor op, nothing waits for a device)
+        host = num_failed.tolist() if torch.is_tensor(num_failed) else num_failed
+        count = float(sum(host) if isinstance(host, list) else host)
         failed = torch.full((1,), count, dtype=torch.float64, device=device)
         values = torch.cat([loss.double().view(1), top, failed])
         if self.ctx.distributed:
