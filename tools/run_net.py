@@ -51,7 +51,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise
         report(f"error: {one_line(err)}")
         return err.exit_status
-    return run_job(cfg, layout, debug=args.debug)
+    source = f"Config files: {args.cfg_files}; overrides: {args.opts}"
+    return run_job(cfg, layout, debug=args.debug, source=source)
 
 
 if __name__ == "__main__":

@@ -103,15 +103,15 @@ class TrainStep:
             # state in its first step with empty_like and leaves it unwritten
             # when found_inf (its own or a GradScaler's) skips that step; the
             # next step would fold that memory into the weights.
-            self._host_skip(bool(ok))
+            self._apply_or_skip_on_host(bool(ok))
         elif skips_on_device(self.optimizer, self.device) or self.scaler is not None:
             self.update(found_inf=None if self.scaler else (~ok).float())
             self.buffers.keep_if(ok)
         else:  # the host reads the verdict (free on a CPU)
-            self._host_skip(bool(ok))
+            self._apply_or_skip_on_host(bool(ok))
         return stats
 
-    def _host_skip(self, ok: bool) -> None:
+    def _apply_or_skip_on_host(self, ok: bool) -> None:
         """Applies the update, or skips it and puts the BN statistics back."""
         if ok:
             self.update()

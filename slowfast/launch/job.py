@@ -48,7 +48,11 @@ def report(line: str) -> None:
 
 
 def model_info(cfg: CfgNode) -> None:
-    """Builds the model and, when LOG_MODEL_INFO, logs its params and FLOPs."""
+    """Builds the model and, when LOG_MODEL_INFO, logs its params and FLOPs.
+
+    Args:
+        cfg: the run's frozen config.
+    """
     # Imported here so that --help and config errors answer without the
     # model code (and torch) being loaded.
     from slowfast.models import build_model
@@ -60,7 +64,11 @@ def model_info(cfg: CfgNode) -> None:
 
 
 def run_job(
-    cfg: CfgNode, layout: Layout, debug: bool = False, resume_hint: str = RESUME_HINT
+    cfg: CfgNode,
+    layout: Layout,
+    debug: bool = False,
+    resume_hint: str = RESUME_HINT,
+    source: str = "",
 ) -> int:
     """Runs a job's enabled stages in this process's place of ``layout``.
 
@@ -69,6 +77,7 @@ def run_job(
         layout: the job's processes and this process's place among them.
         debug: re-raise set-up errors (their tracebacks) instead of one line.
         resume_hint: what the user does after a preemption (said in its line).
+        source: where the config came from (files and overrides), logged.
 
     Returns:
         int: an exit status of ``slowfast.utils.errors``.
@@ -92,6 +101,8 @@ def run_job(
         return err.exit_status
     try:
         begin_run(cfg, layout, lock, first, notes)
+        if source:
+            logger.info(source)
         return run_stages(cfg, layout, resume_hint)
     finally:
         lock.release()
@@ -115,7 +126,16 @@ def _stopped(cfg: CfgNode, signum: int, path: Optional[str], resume_hint: str) -
 
 
 def run_stages(cfg: CfgNode, layout: Layout, resume_hint: str = RESUME_HINT) -> int:
-    """Runs the enabled stages on this layout; returns the exit status."""
+    """Runs the enabled stages on this layout, reporting how they ended.
+
+    Args:
+        cfg: the run's config, with the layout applied.
+        layout: the job's processes and this process's place among them.
+        resume_hint: what the user does after a preemption.
+
+    Returns:
+        int: the exit status (``utils/errors.py``).
+    """
     import torch.multiprocessing as mp
 
     from slowfast.config.derived import stop_signals
@@ -174,6 +194,6 @@ def run_stages(cfg: CfgNode, layout: Layout, resume_hint: str = RESUME_HINT) -> 
             # A loader worker's error arrives with the worker's traceback in
             # its message: error_line keeps the error's own last line.
             report(f"error: {who}{error_line(str(err))}; traceback in {log}")
-            return err.exit_status
-        report(f"error: {who}{one_line(err)}; traceback in {log}")
-        return EXIT_FAILED
+        else:
+            report(f"error: {who}{one_line(err)}; traceback in {log}")
+        return EXIT_FAILED  # a process failed, whatever the launcher

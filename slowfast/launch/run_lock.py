@@ -45,11 +45,11 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-# squeue's states of a job that may still run (or is between two runs).
-_LIVE_JOB_STATES = {
-    "PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
-    "REQUEUE_FED", "RESIZING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT",
-}  # fmt: skip
+# squeue's states of a job that has ended; any other state counts as alive.
+_ENDED_JOB_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+     "BOOT_FAIL", "DEADLINE"}
+)  # fmt: skip
 
 
 def _slurm_job_ended(job_id: str) -> bool:
@@ -64,10 +64,11 @@ def _slurm_job_ended(job_id: str) -> bool:
     except (OSError, subprocess.TimeoutExpired):  # no SLURM here: cannot tell
         return False
     if out.returncode != 0:
-        # squeue refuses an id it no longer knows ("Invalid job id").
+        # squeue refuses an id it no longer knows: the job ended long enough
+        # ago to be purged (MinJobAge).
         return "invalid job id" in out.stderr.lower()
     states = set(out.stdout.split())
-    return not states & _LIVE_JOB_STATES
+    return bool(states) and states <= _ENDED_JOB_STATES
 
 
 def _holder_text(holder: dict) -> str:
@@ -98,6 +99,7 @@ class RunLock:
             "pid": os.getpid(),
             "since": datetime.datetime.now().isoformat(timespec="seconds"),
             "slurm_job": os.environ.get("SLURM_JOB_ID", ""),
+            "slurm_cluster": os.environ.get("SLURM_CLUSTER_NAME", ""),
             "slurm_restart": os.environ.get("SLURM_RESTART_COUNT", "0"),
             "command": " ".join(sys.argv),
         }
@@ -124,7 +126,8 @@ class RunLock:
             return f"its process {holder['pid']} on this host has ended"
         # A SLURM job that failed on other nodes (a task killed, a node lost)
         # leaves its lock behind: the next submission takes it over.
-        if holder.get("slurm_job") and not same_job:
+        same_cluster = holder.get("slurm_cluster", "") == me["slurm_cluster"]
+        if holder.get("slurm_job") and not same_job and same_cluster:
             if _slurm_job_ended(holder["slurm_job"]):
                 return f"its SLURM job {holder['slurm_job']} has ended"
         return None

@@ -34,9 +34,12 @@ import os
 import sys
 from typing import List, Optional
 
+from fvcore.common.config import CfgNode
+
 from slowfast.config import ConfigError
 from slowfast.config.derived import global_batch_size, lr_scale
 from slowfast.launch.config import load_run_config
+from slowfast.launch.job import one_line
 from slowfast.launch.launcher import Layout
 from slowfast.launch.parser import reject_options_among_overrides
 from slowfast.launch.preflight import PreflightError, preflight_submit
@@ -84,12 +87,18 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     reject_options_among_overrides(parser, args.opts)
     if args.nodes < 1 or (args.gpus_per_node is not None and args.gpus_per_node < 0):
         parser.error("--nodes must be >= 1 and --gpus-per-node >= 0")
+    if args.signal_delay_s >= 60 * args.time:
+        parser.error(
+            f"--signal-delay-s {args.signal_delay_s} is not below --time "
+            f"({args.time} min): SLURM would signal the job as it starts; lower "
+            "--signal-delay-s or raise --time"
+        )
     if args.executor == "local" and args.nodes != 1:
         parser.error("--executor local runs on one node: use --nodes 1")
     return args
 
 
-def job_config(args: argparse.Namespace):
+def job_config(args: argparse.Namespace) -> CfgNode:
     """The run's config with the job's layout (NUM_GPUS per node, NUM_SHARDS
     nodes) and an absolute OUTPUT_DIR."""
     cfg = load_run_config(args.cfg_files, args.opts)
@@ -100,7 +109,7 @@ def job_config(args: argparse.Namespace):
     return load_run_config(args.cfg_files, list(args.opts) + [str(v) for v in job])
 
 
-def executor_parameters(args: argparse.Namespace, cfg) -> dict:
+def executor_parameters(args: argparse.Namespace, cfg: CfgNode) -> dict:
     """submitit's parameters of the job (one task per GPU, or per CPU process)."""
     tasks = cfg.NUM_GPUS if cfg.NUM_GPUS > 0 else cfg.NUM_CPU_PROCS
     name = args.name or os.path.splitext(os.path.basename(args.cfg_files[-1]))[0]
@@ -123,7 +132,7 @@ def executor_parameters(args: argparse.Namespace, cfg) -> dict:
     return params
 
 
-def describe(args, cfg, params: dict, job_dir: str) -> str:
+def describe(args: argparse.Namespace, cfg: CfgNode, params: dict, job_dir: str) -> str:
     """What is submitted, in a few lines."""
     tasks = params["nodes"] * params["tasks_per_node"]
     unit = "GPU" if cfg.NUM_GPUS > 0 else "CPU process"
@@ -163,7 +172,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         cfg = job_config(args)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return err.exit_status
     job_dir = os.path.abspath(args.job_dir or os.path.join(cfg.OUTPUT_DIR, "slurm"))
     params = executor_parameters(args, cfg)
@@ -173,7 +182,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         try:
             preflight_submit(cfg, layout, write=not args.dry_run)
         except PreflightError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(f"error: {one_line(err)}", file=sys.stderr)
             return err.exit_status
     try:
         import submitit

@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from fvcore.common.config import CfgNode
 
@@ -21,9 +22,12 @@ from slowfast.launch.job import report, run_job
 from slowfast.launch.launcher import Layout, job_port
 from slowfast.utils.errors import EXIT_OK, EXIT_PREEMPTED
 
+if TYPE_CHECKING:
+    from submitit.helpers import DelayedSubmission
+
 logger = logging.getLogger(__name__)
 
-REQUEUE_HINT = "the job requeues itself and resumes there"
+REQUEUE_HINT = "task 0 asks submitit to requeue the job, which resumes there"
 
 
 class SubmititJob:
@@ -83,14 +87,17 @@ class SubmititJob:
         try:
             signal.raise_signal(JobEnvironment._usr_sig())
         except UncompletedJobError as err:
+            # submitit's reason: "Job not requeued because: <why>."
+            why = str(err).split("because:", 1)[-1].strip().rstrip(".")
+            if "too many times" in why:
+                why += " (more often than --max-requeues allows)"
             report(
-                f"error: not requeued: {err} (the time limit ended it more often "
-                "than --max-requeues allows); submit the same command again to "
+                f"error: not requeued: {why}; submit the same command again to "
                 "resume from the last checkpoint"
             )
             sys.exit(EXIT_PREEMPTED)
 
-    def checkpoint(self):
+    def checkpoint(self) -> "DelayedSubmission":
         """submitit's requeue hook: the same job again (it resumes from OUTPUT_DIR)."""
         from submitit.helpers import DelayedSubmission
 

@@ -349,8 +349,11 @@ def compare_with_native(
     x = (torch.randn(_CHECK_SHAPE, generator=gen) * 2 + 1).to(device, dtype)
     x = x.contiguous(memory_format=fmt)
     grad = torch.randn(_CHECK_SHAPE, generator=gen).to(device, dtype)
-    got = _split_results(layer, x, grad, fused=True)
-    want = _split_results(native, x, grad, fused=False)
+    # The check may first run inside a forward under no_grad (precise BN) or
+    # autocast: it needs gradients, and the batch's own dtype.
+    with torch.enable_grad(), torch.autocast(device.type, enabled=False):
+        got = _split_results(layer, x, grad, fused=True)
+        want = _split_results(native, x, grad, fused=False)
     rtol, atol = _TOLERANCES.get(dtype, _TOLERANCES[torch.float32])
     for name, value in want.items():
         if not torch.allclose(got[name], value, rtol=rtol, atol=atol):

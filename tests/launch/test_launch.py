@@ -280,7 +280,7 @@ def test_submit_local_job_is_requeued_after_a_signal(demo_data, tmp_path):
     task0 = "".join(
         open(p).read() for p in glob.glob(str(run / "slurm" / "*" / "*_0_log.*"))
     )
-    assert "the job requeues itself and resumes there" in task0
+    assert "asks submitit to requeue the job" in task0
     assert "Requeued job" in task0 and "resumed from" in task0
     _assert_same(_weights(reference), _weights(run))
 

@@ -28,7 +28,9 @@ def slurm_env(tmp_path_factory):
     )
     if out.returncode == CANNOT_RUN:
         pytest.skip(f"no SLURM test cluster: {out.stderr.strip()}")
-    assert out.returncode == 0, out.stdout + out.stderr
+    if out.returncode != 0:  # stop what did start, then fail
+        subprocess.run(["bash", SCRIPT, "stop"], env=env, capture_output=True)
+        pytest.fail(f"the SLURM test cluster did not start: {out.stdout}{out.stderr}")
     env["SLURM_CONF"] = str(folder / "slurm.conf")
     yield env
     subprocess.run(["bash", SCRIPT, "stop"], env=env, capture_output=True, timeout=60)

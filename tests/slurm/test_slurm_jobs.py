@@ -20,7 +20,7 @@ import torch
 
 from tests.conftest import REPO_ROOT
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 CFG = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.yaml")
 RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
@@ -198,6 +198,7 @@ def test_submit_trains_on_two_nodes_and_resumes_after_preemption(
     text = _logs(run / "slurm")
     assert ended["JobState"] == "COMPLETED" and ended["Restarts"] == "1", text
     assert "this job is preempted" in text and "Requeued job" in text
+    assert "stopped by SIGUSR2 after a mid-epoch checkpoint" in text
     assert "resumed from" in (run / "stdout.log").read_text()
     assert torch.equal(_scores(run), reference)
 
@@ -230,7 +231,8 @@ def test_submit_past_max_requeues_ends_with_one_line(
     submission resumes the run and ends it."""
     env = _env(slurm_env)
     run = tmp_path / "run"
-    options = ["--time", "5", "--max-requeues", "0"]
+    # SLURM's own warning comes 4-4.5 minutes in, after the job's end.
+    options = ["--time", "5", "--signal-delay-s", "30", "--max-requeues", "0"]
     job = _submit(demo_data, run, env, *options)
     _wait_for_checkpoint(run, job, env)
     _run(["scancel", "--signal=USR2", job], env, timeout=30)
@@ -308,6 +310,8 @@ def test_submit_dry_run_and_absent_data(demo_data, tmp_path, slurm_env):
     assert "--kill-on-bad-exit=1" in out.stdout
     assert not (tmp_path / "run").exists()
     # The data checks run before anything is submitted, dry run or not.
+    short = _run(cmd + ["--time", "5"] + _opts(demo_data, tmp_path / "run"), env)
+    assert short.returncode == 2 and "--signal-delay-s 300 is not below" in short.stderr
     for dry in (["--dry-run"], []):
         absent = ["DATA.PATH_TO_DATA_DIR", str(tmp_path / "nowhere")]
         out = _run(cmd[:-1] + dry + _opts(demo_data, tmp_path / "run") + absent, env)

@@ -10,12 +10,13 @@
 #         127.0.0.1) and waits until both nodes are idle. Then it prints
 #         "export SLURM_CONF=..." for the SLURM commands (sbatch, squeue, ...).
 #         A cluster already running from that folder is kept.
-# stop    stops the daemons this script started (by their pid files), nothing
-#         else.
+# stop    cancels the cluster's jobs, then stops the daemons this script
+#         started (by their pid files; SIGKILL after 5 s), nothing else.
 # status  exit 0 when the cluster answers and both nodes are up, else 1.
 #
-# Exit status 3: the cluster cannot run here (not root and SLURM missing, no
-# apt-get); the project's SLURM tests then skip with that reason.
+# Exit status 3: the cluster cannot run here (not root: the daemons run as
+# root; SLURM missing and no apt-get); the project's SLURM tests then skip with
+# that reason. The /etc/hosts line stays (it names 127.0.0.1 only).
 #
 # The node names must resolve: start adds "127.0.0.1 sfnode1 sfnode2" to
 # /etc/hosts when they do not (a job's rendezvous address is its first node's
@@ -145,12 +146,21 @@ start() {
 }
 
 stop() {
-  local pidfile
+  local pidfile pid
+  if [ -f "${CONF}" ] && alive "${DIR}/slurmctld.pid"; then
+    # The jobs' processes are no daemon's: cancel them while slurmd runs.
+    SLURM_CONF="${CONF}" scancel --full --quiet --partition debug 2>/dev/null || true
+    for _ in $(seq 50); do
+      [ -z "$(SLURM_CONF="${CONF}" squeue -h 2>/dev/null)" ] && break
+      sleep 0.2
+    done
+  fi
   for pidfile in "${DIR}"/slurmd-*.pid "${DIR}/slurmctld.pid" "${DIR}/munged.pid"; do
-    [ -f "${pidfile}" ] || continue
-    if alive "${pidfile}"; then
-      kill "$(cat "${pidfile}")"
-      for _ in $(seq 50); do alive "${pidfile}" || break; sleep 0.1; done
+    pid="$(cat "${pidfile}" 2>/dev/null)" || continue
+    if kill -0 "${pid}" 2>/dev/null; then
+      kill "${pid}"
+      for _ in $(seq 50); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "${pid}" 2>/dev/null || true
     fi
     rm -f "${pidfile}"
   done

@@ -14,7 +14,7 @@ to the kernels of ``split_bn.py``, :func:`split_kernels_verdict` checks:
 On any failure the layers use the native path for the rest of the process,
 and one warning line gives the reason. The verdict is kept per (device,
 dtype, memory format) for the process's life: what the run's JSON statistics
-record (``engine/trainer.py``: a ``kernel_check`` line). ``BN.SPLIT_KERNELS``
+record (``engine/builders.py``: a ``kernel_check`` line). ``BN.SPLIT_KERNELS``
 forces either path (``triton``: no check; ``native``: no kernels).
 
 Under ``TRITON_INTERPRET=1`` (the tests, on CPU tensors) no launcher is
