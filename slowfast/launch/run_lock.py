@@ -56,7 +56,7 @@ def _slurm_job_ended(job_id: str) -> bool:
     """Whether SLURM says job ``job_id`` has ended (False when it cannot tell)."""
     try:
         out = subprocess.run(
-            ["squeue", "-h", "-j", job_id, "-o", "%T"],
+            ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"],
             capture_output=True,
             text=True,
             timeout=30,
