@@ -1,15 +1,7 @@
 #!/usr/bin/env python3
-r"""Submits a run to SLURM with submitit: one task per GPU, requeued when preempted.
+"""Submits a run to SLURM with submitit: ``python tools/submit.py --help``.
 
-Usage:
-    python tools/submit.py --cfg X.yaml [--cfg Y.yaml] --nodes N \
-        --gpus-per-node G [--partition P] [--time MINUTES|HH:MM:SS] \
-        [--account A] [--constraint C] [--mem M] [--cpus-per-task K] \
-        [--job-dir DIR] [--name NAME] [--dry-run] [--executor slurm|local] \
-        [--signal-delay-s 300] [--max-requeues 100] [--no-checks] \
-        [KEY VALUE ...]
-
-See ``slowfast/launch/submit.py`` (``--help``) for what each option does.
+The code and the full usage are in ``slowfast/launch/submit.py``.
 """
 
 import sys

@@ -1,4 +1,4 @@
-"""The start of a run, shared by ``tools/run_net.py`` and the submitit job.
+"""The start of a run, for ``launch/job.py``'s ``run_job`` (every launcher).
 
 ``begin_run`` does what every start does once the layout is known: log set-up,
 the layout's description, warnings for reference keys nothing reads, the lock

@@ -10,7 +10,6 @@ which resumes from OUTPUT_DIR). A job stopped by its time limit more often
 than ``--max-requeues`` is not requeued: task 0 says so in one line.
 """
 
-import logging
 import os
 import signal
 import sys
@@ -24,8 +23,6 @@ from slowfast.utils.errors import EXIT_OK, EXIT_PREEMPTED
 
 if TYPE_CHECKING:
     from submitit.helpers import DelayedSubmission
-
-logger = logging.getLogger(__name__)
 
 REQUEUE_HINT = "task 0 asks submitit to requeue the job, which resumes there"
 

@@ -14,7 +14,6 @@ import os
 import pytest
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from slowfast.config import load_config
 from slowfast.engine import step as step_module
@@ -22,19 +21,9 @@ from slowfast.engine.step import TrainStep
 from slowfast.launch import spawn
 from slowfast.models.norm import SubBatchNorm3d, set_bn_process_group
 from slowfast.utils.distributed import RunContext
+from tests.helpers.host_reads import HostReads
 
 STEPS = 4
-
-
-class _HostReads(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is torch.ops.aten._local_scalar_dense.default:
-            self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 class _Net(nn.Module):
@@ -69,7 +58,7 @@ def _job(cfg, rank, world_size):
         inputs = [torch.randn(4, 3, 2, 3, 3, generator=gen)]
         labels = torch.randint(0, 5, (4,), generator=gen)
         batch = (inputs, labels, None, {"num_failed": torch.zeros(4)})
-        with _HostReads() as mode:
+        with HostReads() as mode:
             stats = step(batch)
         reads.append(mode.count)
     assert stats.applied  # a read-back (every LOG_PERIOD steps), outside the count

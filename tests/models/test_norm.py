@@ -7,7 +7,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from slowfast.config import load_config
 from slowfast.models import build_model
@@ -17,6 +16,7 @@ from slowfast.models.norm import (
     set_bn_process_group,
     set_bn_splits,
 )
+from tests.helpers.host_reads import HostReads
 
 C = 3
 
@@ -253,20 +253,6 @@ def test_helpers_refuse_plain_batchnorm_models():
     assert set_bn_process_group(model, None) == 0
 
 
-class _HostReads(TorchDispatchMode):
-    """Counts the values read back to the host (``aten._local_scalar_dense``:
-    ``float(t)``, ``t.item()``), each a wait for the device on a GPU."""
-
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is torch.ops.aten._local_scalar_dense.default:
-            self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
 def _sync_worker(rank, world, init_file, out_dir):
     import torch.distributed as dist
 
@@ -284,7 +270,7 @@ def _sync_worker(rank, world, init_file, out_dir):
             assert copy.deepcopy(sub).process_group is dist.group.WORLD
             half = x.shape[0] // world
             local = x[rank * half : (rank + 1) * half].clone().requires_grad_()
-            with _HostReads() as reads:
+            with HostReads() as reads:
                 y = sub(local)
                 (y * grad[rank * half : (rank + 1) * half]).sum().backward()
             result = {

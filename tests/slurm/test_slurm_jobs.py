@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO_ROOT
+from tests.launch.test_launch import _opts as launch_opts
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -31,27 +32,15 @@ ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 
 
 def _opts(demo_data, out_dir, epochs=3):
-    """A short-cycle run with its test, 4 clips per process, on the tiny data."""
+    """The launch tests' short-cycle run, 3 epochs and tested (later values win)."""
     return [
-        "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics_x6"),
-        "DATA.PATH_PREFIX", str(demo_data / "kinetics"),
-        "OUTPUT_DIR", str(out_dir),
-        "DATA_LOADER.NUM_WORKERS", "0",
-        "LOG_MODEL_INFO", "False",
-        "LOG_PERIOD", "1",
-        "TRAIN.BATCH_SIZE", "4",
-        "MULTIGRID.LONG_CYCLE", "False",
-        "SOLVER.STEPS", "[0]",
-        "SOLVER.LRS", "[1]",
+        *launch_opts(demo_data, out_dir),
         "SOLVER.MAX_EPOCH", str(epochs),
-        "SOLVER.WARMUP_EPOCHS", "0.5",
-        "TRAIN.CHECKPOINT_PERIOD", "1",
-        "TRAIN.EVAL_PERIOD", "100",
         "BN.USE_PRECISE_STATS", "False",
+        "TEST.ENABLE", "True",
         "TEST.BATCH_SIZE", "4",
         "TEST.NUM_ENSEMBLE_VIEWS", "1",
         "TEST.NUM_SPATIAL_CROPS", "1",
-        "NUM_GPUS", "0",
     ]  # fmt: skip
 
 
