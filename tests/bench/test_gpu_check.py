@@ -28,7 +28,7 @@ def test_smoke_check_writes_every_stage(tmp_path):
     assert env["status"] == "ok" and env["smoke"] and env["cpus"] >= 1
     assert env["torch"] and env["gpus"] == 0 and env["gpu"] is None
     assert list(report["stages"]) == list(gpu_check.STAGES[1:])
-    for name in ("split_bn", "graphs", "compile"):  # GPU only, or minutes on a CPU
+    for name in ("triton_warmup", "split_bn", "graphs", "compile"):  # GPU only
         skipped = report["stages"][name]
         assert skipped["status"] == "skipped"
         assert skipped["reason"] == stages.SMOKE_SKIPS[name]
@@ -51,17 +51,29 @@ def test_smoke_check_writes_every_stage(tmp_path):
             assert paths == ({"native"} if split else {"batch_norm"}), cell
     runs = report["stages"]["train"]["runs"]
     assert report["stages"]["train"]["status"] == "ok"
-    for key, launcher, graphs in train.RUNS:
+    listed = train.all_runs(smoke=True)
+    assert list(runs) == [key for key, *_ in listed]
+    assert listed[-1] == ("torchrun_2_processes_graphs_on", "torchrun", True, 2)
+    for key, launcher, graphs, processes in listed:
         run = runs[key]
         assert run["launcher"] == launcher and run["cuda_graphs"] == graphs
+        assert run["world_size"] == processes
         if graphs:  # the trainer refuses CUDA graphs on the CPU
             assert run["status"] == "skipped" and "CUDA_GRAPHS" in run["reason"]
             continue
         assert run["status"] == "ok" and run["exit_status"] == 0
-        assert run["ddp"] == (launcher == "torchrun"), run  # world size 1 there
+        assert run["ddp"] == (launcher == "torchrun"), run
         assert run["iters"] == sum(s["iters"] for s in run["shapes"].values()) == 17
-        assert "16x2x16" in run["shapes"]  # the coarsest long-cycle shape
+        coarsest = f"{16 * processes}x2x16"  # the long cycle's, all processes' clips
+        assert coarsest in run["shapes"]
         assert 0 <= run["data_wait"] <= 1
+    compared = {tuple(c["runs"]): c for c in report["stages"]["train"]["comparisons"]}
+    assert len(compared) == 4
+    alike = compared[("one_process_graphs_off", "torchrun_graphs_off")]
+    assert alike["ok"] and alike["iters"] == 17  # DDP over 1 process changes nothing
+    assert alike["loss_max"] == alike["weights"] == 0.0
+    pair = ("torchrun_2_processes_graphs_off", "torchrun_2_processes_graphs_on")
+    assert compared[pair]["ok"] is None  # no graphs on the CPU
     left = [p for p in out.rglob("*.tmp")]
     assert not left  # every JSON file written whole
 
@@ -83,9 +95,12 @@ def test_split_bn_stage_counts_cases_and_the_worst_error(tmp_path, monkeypatch):
         case["ok"] = case["dtype"] == "fp16"
 
     class Tool:
+        CompileCounter = load_tool("dev/check_split_bn.py").CompileCounter
+
         @staticmethod
         def check_cases(device):
-            yield from cases
+            for case in cases:
+                yield {**case, "seconds": 0.25}
 
     monkeypatch.setattr(stages.Stage, "unavailable", lambda self, why: None)
     monkeypatch.setattr(stages, "_triton_version", lambda: "3.0.0")
@@ -93,8 +108,66 @@ def test_split_bn_stage_counts_cases_and_the_worst_error(tmp_path, monkeypatch):
     stages.stage_split_bn(_stage(tmp_path, "split_bn"))
     figures = _figures(tmp_path, "split_bn")
     assert figures["status"] == "failed" and figures["passed"] == 1
-    assert figures["summary"] == "1/2 cases pass; largest error 300% of tolerance"
+    assert figures["summary"] == (
+        "1/2 cases pass in 0.5 s; largest error 300% of tolerance"
+    )
+    assert figures["compiles"] == 0  # nothing built (Triton counts them here)
     assert figures["cases"][1]["errors"] == {"y": 0.72, "dx": "nan"}
+
+
+def test_side_by_side_stops_what_runs_past_its_time(tmp_path):
+    quick = [sys.executable, "-c", "print('first'); print('{\"compiles\": 3}')"]
+    slow = [
+        sys.executable,
+        "-c",
+        "import time; print('started', flush=True); time.sleep(60)",
+    ]
+    logs = [str(tmp_path / "quick.log"), str(tmp_path / "slow.log")]
+    done, stopped = stages.run_side_by_side([quick, slow], logs, seconds=5)
+    assert done["exit_status"] == 0 and done["last_line"] == '{"compiles": 3}'
+    assert stopped["exit_status"] is None and stopped["last_line"] == "started"
+    assert 5 <= stopped["seconds"] < 10
+
+
+def test_triton_warmup_runs_one_part_per_cpu(tmp_path, monkeypatch):
+    """The real parts on a machine without a GPU: each says so and fails."""
+    monkeypatch.setattr(stages.Stage, "unavailable", lambda self, why: None)
+    monkeypatch.setattr(stages, "_triton_version", lambda: "3.0.0")
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    os.makedirs(tmp_path / "logs")
+    stages.stage_triton_warmup(_stage(tmp_path, "triton_warmup"))
+    figures = _figures(tmp_path, "triton_warmup")
+    assert figures["status"] == "failed" and figures["processes"] == 2
+    assert figures["cases"] == 24 and figures["cache_entries_before"] == 0
+    for worker in figures["workers"]:
+        assert worker["exit_status"] == 2
+        assert worker["last_line"].endswith("the kernels run on GPUs only")
+    assert figures["summary"].endswith("0 stopped at the cap, 2 failed")
+
+
+def _write_losses(folder, values):
+    folder.mkdir()
+    lines = [
+        {"_type": "train_iter", "epoch": "1/2", "iter": f"{i + 1}/9", "loss": v}
+        for i, v in enumerate(values)
+    ]
+    text = "\n".join(json.dumps(line) for line in lines)
+    (folder / "json_stats.log").write_text(text + "\n")
+
+
+def test_runs_compare_by_their_first_losses(tmp_path):
+    losses = [2.0, 1.9, 1.8, 1.7, 1.6, 1.5]
+    _write_losses(tmp_path / "a", losses)
+    _write_losses(tmp_path / "b", losses[:5] + [1.6])  # later drift is allowed
+    _write_losses(tmp_path / "c", [2.0, 1.9 * 1.01] + losses[2:])
+    same = train.compare_pair(str(tmp_path / "a"), str(tmp_path / "b"), 1e-3)
+    assert same["ok"] and same["iters"] == 6 and same["loss_first"] == 0.0
+    assert same["loss_max"] == 0.0667 and same["weights"] is None
+    differ = train.compare_pair(str(tmp_path / "a"), str(tmp_path / "c"), 1e-3)
+    assert not differ["ok"] and differ["loss_first"] == 0.01
+    _write_losses(tmp_path / "d", losses[:3])  # too few iterations to tell
+    assert not train.compare_pair(str(tmp_path / "a"), str(tmp_path / "d"), 1)["ok"]
 
 
 def test_graphs_stage_reports_each_config(tmp_path, monkeypatch):

@@ -6,22 +6,25 @@ Stages, in order of value, each in a process of its own and with its own cap
 ``timeout`` and the check goes on with the next):
 
 1. ``environment``: GPU, driver and CUDA, Python, torch, Triton, CPUs, commit.
-2. ``split_bn``: sub-batch BN's Triton kernels against the reference
-   computation, fp32 / fp16 / bf16 in both memory formats
+2. ``triton_warmup``: the next stage's Triton kernels (72 variants) built
+   into Triton's cache by one process per CPU side by side, so that a cold
+   cache costs seconds, not minutes: kernels built, seconds, per process.
+3. ``split_bn``: sub-batch BN's Triton kernels against the reference
+   computation, fp32 / fp16 / bf16 in both memory formats, seconds per case
    (``tools/dev/check_split_bn.py``).
-3. ``model_step``: the training step of SlowFast and I3D R50 multigrid (8
+4. ``model_step``: the training step of SlowFast and I3D R50 multigrid (8
    clips at the base shape, one GPU) at every multigrid shape: sub-batch
    against plain BN, eager against CUDA graphs; ms per step, efficiency
    (FLOP rate relative to plain BN's graphed step at the base shape), peak
    memory, the path of the BN layers; "oom" where a shape does not fit
    (``bench/model_step.py``, ``bench/step_cells.py``).
-4. ``graphs``: graphed against eager training at those configs' shapes:
+5. ``graphs``: graphed against eager training at those configs' shapes:
    losses, gradients, BN statistics, weights (``bench/graph_check.py``).
-5. ``train``: short I3D R50 multigrid trainings from generated JPEG frame
+6. ``train``: short I3D R50 multigrid trainings from generated JPEG frame
    folders, CUDA graphs off and on, in one process and under torchrun with
    one process: ms per iteration and data wait per shape
    (``tools/run_net.py``, ``gpu_check_train.py``).
-6. ``compile``: the step through torch.compile, with the time left (at
+7. ``compile``: the step through torch.compile, with the time left (at
    least a minute).
 
 ``DIR/gpu_check.json`` is rewritten (atomically) after every stage, so that a
@@ -56,10 +59,11 @@ from typing import List, Optional, Tuple
 
 TOOLS = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(TOOLS))
-STAGES = ("environment", "split_bn", "model_step", "graphs", "train", "compile")
+STAGES = ("environment", "triton_warmup", "split_bn", "model_step", "graphs")
+STAGES += ("train", "compile")
 # Each stage's cap as a share of --budget; compile gets what is left.
-SHARES = {"environment": 0.04, "split_bn": 0.14, "model_step": 0.27}
-SHARES.update(graphs=0.2, train=0.35)
+SHARES = {"environment": 0.04, "triton_warmup": 0.12, "split_bn": 0.08}
+SHARES.update(model_step=0.25, graphs=0.19, train=0.32)
 MIN_CAP_S = 15  # a stage's cap at the least (while the budget lasts)
 MIN_COMPILE_S = 60
 KILL_GRACE_S = 10  # between SIGTERM and SIGKILL for a stage past its cap

@@ -16,11 +16,13 @@ import json
 import math
 import os
 import re
+import signal
 import statistics
 import subprocess
+import sys
 import time
 from types import ModuleType
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = (
@@ -43,6 +45,7 @@ GRAPH_ROUNDS = 2
 STEPS = {"full": (2, 5), "smoke": (1, 1), "compile": (2, 3)}
 # Stages that --smoke leaves out, and why (they need a GPU or take minutes).
 SMOKE_SKIPS = {
+    "triton_warmup": "--smoke runs on the CPU; Triton builds kernels for GPUs only",
     "split_bn": "--smoke runs on the CPU; the Triton kernels run on GPUs only",
     "graphs": "--smoke runs on the CPU; CUDA graphs need a GPU",
     "compile": "--smoke leaves torch.compile out (minutes per shape on a CPU)",
@@ -213,6 +216,108 @@ def stage_environment(stage: Stage) -> None:
     stage.finish("ok", summary, **info)
 
 
+def _triton_cache_entries() -> Tuple[str, int]:
+    """Triton's on-disk kernel cache (``TRITON_CACHE_DIR`` or its default)
+    and how many kernels it holds (0 where it does not exist yet)."""
+    folder = os.environ.get("TRITON_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".triton", "cache"
+    )
+    return folder, len(os.listdir(folder)) if os.path.isdir(folder) else 0
+
+
+def run_side_by_side(commands: List[List[str]], logs: List[str], seconds: float):
+    """Runs the commands at once, each writing into its log; those still
+    running after ``seconds`` are stopped (their process groups killed).
+
+    Returns:
+        list: per command, ``exit_status`` (None: stopped), ``seconds`` and
+        ``last_line`` (of its log).
+    """
+    start = time.monotonic()
+    procs = []
+    for cmd, log in zip(commands, logs):
+        with open(log, "w") as handle:
+            procs.append(
+                subprocess.Popen(
+                    cmd,
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    cwd=REPO_ROOT,
+                )
+            )
+    ended: Dict[int, float] = {}
+    while len(ended) < len(procs) and time.monotonic() - start < seconds:
+        for i, proc in enumerate(procs):
+            if i not in ended and proc.poll() is not None:
+                ended[i] = time.monotonic() - start
+        time.sleep(0.2)
+    results = []
+    for i, (proc, log) in enumerate(zip(procs, logs)):
+        if i not in ended:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        with open(log, errors="replace") as handle:
+            lines = [line.strip() for line in handle if line.strip()]
+        results.append(
+            {
+                "exit_status": proc.returncode if i in ended else None,
+                "seconds": number(ended.get(i, time.monotonic() - start), 3),
+                "last_line": lines[-1] if lines else "",
+            }
+        )
+    return results
+
+
+def stage_triton_warmup(stage: Stage) -> None:
+    """Builds the split-BN check's Triton kernels in processes side by side:
+    ``tools/dev/check_split_bn.py --part I/N``, one per CPU (at most one per
+    case), so that a cold cache fills in a fraction of the serial time."""
+    reason = stage.unavailable("Triton builds kernels for GPUs only")
+    if reason or _triton_version() is None:
+        return stage.skip(
+            reason or "Triton is not installed (sub-batch BN runs native)"
+        )
+    tool = os.path.join(REPO_ROOT, "tools", "dev", "check_split_bn.py")
+    cases = len(load_tool("check_split_bn.py").CASES)
+    parts = max(1, min(cases, os.cpu_count() or 1))
+    cache, before = _triton_cache_entries()
+    stage.update(processes=parts, cases=cases, cache=cache, cache_entries_before=before)
+    commands = [[sys.executable, tool, "--part", f"{i}/{parts}"] for i in range(parts)]
+    logs = [
+        os.path.join(stage.out, "logs", f"triton_warmup_{i}.log") for i in range(parts)
+    ]
+    start = time.monotonic()
+    results = run_side_by_side(commands, logs, stage.left() - 5)
+    workers = []
+    for result in results:
+        try:  # the part's JSON line
+            workers.append({**json.loads(result["last_line"]), **result})
+        except ValueError:  # it crashed or was stopped: its last line says why
+            workers.append(result)
+        else:
+            del workers[-1]["last_line"]
+    compiles = [w.get("compiles") for w in workers]
+    built = sum(compiles) if None not in compiles else None
+    stopped = sum(w["exit_status"] is None for w in workers)
+    bad = sum(w["exit_status"] not in (0, None) for w in workers)
+    seconds = time.monotonic() - start
+    summary = f"{built if built is not None else 'an uncounted number of'} kernel "
+    summary += f"variants built by {parts} processes in {seconds:.0f} s "
+    summary += f"(the cache held {before} before)"
+    if stopped or bad:
+        summary += f"; {stopped} stopped at the cap, {bad} failed"
+    status = "timeout" if stopped else ("failed" if bad else "ok")
+    stage.finish(
+        status,
+        summary,
+        workers=workers,
+        compiles=built,
+        seconds=number(seconds, 3),
+        cache_entries_after=_triton_cache_entries()[1],
+    )
+
+
 def stage_split_bn(stage: Stage) -> None:
     """Split-BN Triton kernels against the reference, fp32/fp16/bf16, both formats."""
     reason = stage.unavailable("the Triton kernels run on GPUs only")
@@ -222,19 +327,22 @@ def stage_split_bn(stage: Stage) -> None:
         )
     import torch
 
+    tool = load_tool("check_split_bn.py")
     cases: List[dict] = []
     worst = 0.0  # the largest error over its tolerance
-    for case in load_tool("check_split_bn.py").check_cases(torch.device("cuda", 0)):
-        errors = case.get("errors", {})
-        if errors:
-            worst = max(worst, max(errors.values()) / case["tolerance"])
-        case["errors"] = {k: number(v) for k, v in errors.items()}
-        cases.append(case)
-        stage.update(cases=cases)
+    with tool.CompileCounter().active() as counter:  # loaded, when warmed up
+        for case in tool.check_cases(torch.device("cuda", 0)):
+            errors = case.get("errors", {})
+            if errors:
+                worst = max(worst, max(errors.values()) / case["tolerance"])
+            case["errors"] = {k: number(v) for k, v in errors.items()}
+            case["seconds"] = number(case.get("seconds"), 3)
+            cases.append(case)
+            stage.update(cases=cases, compiles=counter.count)
     passed = sum(c["ok"] for c in cases)
-    summary = (
-        f"{passed}/{len(cases)} cases pass; largest error {worst:.0%} of tolerance"
-    )
+    seconds = sum(c.get("seconds") or 0 for c in cases)
+    summary = f"{passed}/{len(cases)} cases pass in {seconds:.1f} s; "
+    summary += f"largest error {worst:.0%} of tolerance"
     status = "ok" if cases and passed == len(cases) else "failed"
     stage.finish(status, summary, passed=passed, failed=len(cases) - passed)
 

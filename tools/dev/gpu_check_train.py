@@ -4,15 +4,26 @@ I3D R50 multigrid (the tiny I3D demo under ``--smoke``) trains from generated
 JPEG frame folders (``dataprep/demo/footage.make_frame_footage``) through
 ``tools/run_net.py``, four times: CUDA graphs off and on, in one process and
 under ``torchrun`` with one process (DistributedDataParallel, as on several
-GPUs: each run's ``ddp`` says whether the trainer wrapped its model). Each
-run's ``json_stats.log`` (``train_iter`` lines, one per iteration:
-``LOG_PERIOD 1``) gives the milliseconds per iteration and the data wait per
-batch shape. A run whose CUDA graphs the trainer refuses is ``skipped`` with
-its one-line reason. Standard library only at the top, as
+GPUs: each run's ``ddp`` says whether the trainer wrapped its model); on a
+machine with G >= 2 GPUs (2 CPU processes under ``--smoke``) twice more, under
+``torchrun`` with one process per GPU, 8 clips each. Each run's
+``json_stats.log`` (``train_iter`` lines, one per iteration: ``LOG_PERIOD 1``)
+gives the milliseconds per iteration and the data wait per batch shape. A run
+whose CUDA graphs the trainer refuses is ``skipped`` with its one-line reason.
+
+Runs that should train alike are compared (``comparisons``): graphs off
+against on at each process count, and one process against torchrun's one.
+The loss of every iteration (from the second on, it follows from the averaged
+gradients of the steps before) and the weights of the last checkpoint (from
+all of them), as relative differences; ``ok`` when the first five
+iterations' losses agree within the precision's tolerance
+(``bench/graph_check.TOLERANCE``, fp32 as the recipe trains: later ones drift
+apart as rounding compounds). Standard library only at the top, as
 ``gpu_check_stages.py``.
 """
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -20,7 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from gpu_check_stages import REPO_ROOT, Stage, number
 
@@ -56,15 +67,28 @@ RUNS = (
     ("torchrun_graphs_off", "torchrun", False),
     ("torchrun_graphs_on", "torchrun", True),
 )
+# Pairs of runs that train alike, by their keys' heads ("N_processes" is
+# filled in with the machine's count).
+PAIRS = (
+    ("one_process_graphs_off", "one_process_graphs_on"),
+    ("torchrun_graphs_off", "torchrun_graphs_on"),
+    ("torchrun_N_processes_graphs_off", "torchrun_N_processes_graphs_on"),
+    ("one_process_graphs_off", "torchrun_graphs_off"),
+)
+COMPARED_ITERS = 5  # the first iterations whose losses must agree
 STOP_GRACE_S = 5  # between SIGTERM and SIGKILL when a run is stopped
-DDP_LINE = "Model in DistributedDataParallel over 1 process"  # the trainer's log
+# The trainer's log line when it wraps the model, by the number of processes.
+DDP_LINE = "Model in DistributedDataParallel over {} process"
 
 
-def make_data(stage: Stage) -> dict:
+def make_data(stage: Stage, processes: int = 1) -> dict:
     """Renders the footage frame folders (kept from an earlier check).
 
     Args:
         stage: the running stage (``--out`` and ``--smoke``).
+        processes: the runs' processes: each clip is listed this many times
+            more (in a folder of its own), so that every process has the
+            one-process run's share.
 
     Returns:
         dict: the data's figures: folder (relative to ``--out``), clips
@@ -74,7 +98,11 @@ def make_data(stage: Stage) -> dict:
     from slowfast.datasets.renditions.layout import DEFAULT_SCALES
 
     clips, repeats, seconds, width, height = SMOKE_DATA if stage.smoke else FULL_DATA
-    folder = os.path.join(stage.out, "data", "smoke" if stage.smoke else "footage")
+    repeats *= processes
+    name = ("smoke" if stage.smoke else "footage") + (
+        f"_x{processes}" * (processes > 1)
+    )
+    folder = os.path.join(stage.out, "data", name)
     start = time.monotonic()
     listed = make_frame_footage(
         folder,
@@ -94,8 +122,27 @@ def make_data(stage: Stage) -> dict:
     }
 
 
+def all_runs(smoke: bool) -> List[Tuple[str, str, bool, int]]:
+    """(key, launcher, TRAIN.CUDA_GRAPHS, processes) of every run here: the
+    one-process :data:`RUNS`, then with G >= 2 GPUs (2 CPU processes under
+    ``--smoke``) torchrun with G processes, graphs off and on."""
+    import torch
+
+    many = 2 if smoke else torch.cuda.device_count()
+    runs = [(key, launcher, graphs, 1) for key, launcher, graphs in RUNS]
+    for graphs in (False, True) if many >= 2 else ():
+        key = f"torchrun_{many}_processes_graphs_{'on' if graphs else 'off'}"
+        runs.append((key, "torchrun", graphs, many))
+    return runs
+
+
 def command(
-    stage: Stage, data: str, out_dir: str, launcher: str, graphs: bool
+    stage: Stage,
+    data: str,
+    out_dir: str,
+    launcher: str,
+    graphs: bool,
+    processes: int = 1,
 ) -> List[str]:
     """The command line of one run.
 
@@ -103,19 +150,29 @@ def command(
         stage: the running stage (``--smoke``: the tiny config on the CPU).
         data: the frame-folder dataset.
         out_dir: the run's OUTPUT_DIR.
-        launcher: "plain" (one process) or "torchrun" (one process).
+        launcher: "plain" (one process) or "torchrun".
         graphs: TRAIN.CUDA_GRAPHS.
+        processes: torchrun's processes (GPUs; CPU processes under
+            ``--smoke``), each with the one-process batch (and the learning
+            rate scaled with the total).
 
     Returns:
         list: the arguments, ``tools/run_net.py`` with its overrides.
     """
     cfg = SMOKE_TRAIN_CFG if stage.smoke else TRAIN_CFG
     opts = COMMON_OPTS + (SMOKE_OPTS if stage.smoke else FULL_OPTS)
+    if processes > 1:
+        per_process = 1 if stage.smoke else 8
+        opts = opts + ["TRAIN.BATCH_SIZE", str(per_process * processes)]
+        opts += ["NUM_CPU_PROCS" if stage.smoke else "NUM_GPUS", str(processes)]
+        if not stage.smoke:
+            opts += ["SOLVER.BASE_LR", str(0.0125 * processes)]
     opts += ["DATA.PATH_TO_DATA_DIR", data, "DATA.PATH_PREFIX", data]
     opts += ["OUTPUT_DIR", out_dir, "TRAIN.CUDA_GRAPHS", str(graphs)]
     head = [sys.executable]
     if launcher == "torchrun":
-        head += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1"]
+        head += ["-m", "torch.distributed.run", "--standalone"]
+        head += [f"--nproc-per-node={processes}"]
     script = os.path.join(REPO_ROOT, "tools", "run_net.py")
     return head + [script, "--cfg", os.path.join(REPO_ROOT, cfg)] + opts
 
@@ -181,7 +238,9 @@ def _last_error(log: str) -> str:
     return (errors or lines or ["(no output)"])[-1]
 
 
-def train_run(stage: Stage, data: str, key: str, launcher: str, graphs: bool) -> dict:
+def train_run(
+    stage: Stage, data: str, key: str, launcher: str, graphs: bool, processes: int = 1
+) -> dict:
     """Runs one training (stopped when the stage's time runs out).
 
     Args:
@@ -190,12 +249,13 @@ def train_run(stage: Stage, data: str, key: str, launcher: str, graphs: bool) ->
         key: the run's name (its folder under ``--out``/train).
         launcher: "plain" or "torchrun".
         graphs: TRAIN.CUDA_GRAPHS.
+        processes: torchrun's processes.
 
     Returns:
         dict: status (ok, failed, skipped: the trainer refused CUDA graphs,
         timeout), reason, seconds, exit status, log and ``shape_times``.
     """
-    run = {"status": "running", "launcher": launcher, "world_size": 1}
+    run = {"status": "running", "launcher": launcher, "world_size": processes}
     run["cuda_graphs"] = graphs
     timeout = stage.left() - 2 * STOP_GRACE_S
     if timeout < 10:
@@ -207,7 +267,7 @@ def train_run(stage: Stage, data: str, key: str, launcher: str, graphs: bool) ->
     start, status = time.monotonic(), None
     with open(log, "w") as handle:
         proc = subprocess.Popen(
-            command(stage, data, out_dir, launcher, graphs),
+            command(stage, data, out_dir, launcher, graphs, processes),
             stdout=handle,
             stderr=subprocess.STDOUT,
             cwd=REPO_ROOT,
@@ -223,7 +283,7 @@ def train_run(stage: Stage, data: str, key: str, launcher: str, graphs: bool) ->
     run.update(seconds=number(time.monotonic() - start, 3))
     run.update(log=os.path.relpath(log, stage.out), exit_status=status)
     with open(log, errors="replace") as handle:  # the trainer's line when it wraps
-        run["ddp"] = DDP_LINE in handle.read()
+        run["ddp"] = DDP_LINE.format(processes) in handle.read()
     run.update(shape_times(os.path.join(out_dir, "json_stats.log")))
     if status == 0:
         run["status"] = "ok"
@@ -253,13 +313,96 @@ def stage_train(stage: Stage) -> None:
     reason = stage.unavailable("training at real scale needs a GPU")
     if reason:
         return stage.skip(reason)
-    stage.update(data=make_data(stage))
-    data = os.path.join(stage.out, stage.figures["data"]["folder"])
+    data: Dict[int, dict] = {}  # by the runs' processes
     runs: Dict[str, dict] = {}
-    for key, launcher, graphs in RUNS:
-        runs[key] = train_run(stage, data, key, launcher, graphs)
+    for key, launcher, graphs, processes in all_runs(stage.smoke):
+        if processes not in data:
+            data[processes] = make_data(stage, processes)
+            stage.update(data=list(data.values()))
+        folder = os.path.join(stage.out, data[processes]["folder"])
+        runs[key] = train_run(stage, folder, key, launcher, graphs, processes)
         stage.update(runs=runs)
+    comparisons = compare_runs(stage, runs)
+    stage.update(comparisons=comparisons)
     statuses = {run["status"] for run in runs.values()}
     status = "failed" if "failed" in statuses else "ok"
     status = "timeout" if "timeout" in statuses and status == "ok" else status
-    stage.finish(status, _summary(runs))
+    differ = [c for c in comparisons if c.get("ok") is False]
+    status = "failed" if differ else status
+    summary = _summary(runs) + "".join(
+        f"; {c['runs'][0]} and {c['runs'][1]} differ" for c in differ
+    )
+    stage.finish(status, summary)
+
+
+def losses(path: str) -> Dict[Tuple[str, str], float]:
+    """(epoch, iteration) -> loss of a run's ``train_iter`` lines."""
+    found = {}
+    if os.path.isfile(path):
+        with open(path) as handle:
+            for line in handle:
+                stats = json.loads(line) if line.strip() else {}
+                if stats.get("_type") == "train_iter":
+                    found[(stats["epoch"], stats["iter"])] = stats["loss"]
+    return found
+
+
+def compare_pair(out_a: str, out_b: str, tolerance: float) -> dict:
+    """Losses and last weights of two runs that train alike.
+
+    Args:
+        out_a: one run's OUTPUT_DIR.
+        out_b: the other's.
+        tolerance: relative difference allowed (the first iterations' losses).
+
+    Returns:
+        dict: ``iters`` compared, ``loss_first`` (the largest relative
+        difference over the first :data:`COMPARED_ITERS`), ``loss_max``,
+        ``weights`` (relative L2 of the last checkpoints' weights, None
+        without both) and ``ok``.
+    """
+    import torch
+
+    from slowfast.bench.graph_check import relative_difference
+    from slowfast.checkpoint.io import get_last_checkpoint
+
+    a, b = (losses(os.path.join(o, "json_stats.log")) for o in (out_a, out_b))
+    both = [k for k in a if k in b]
+    diffs = [abs(a[k] - b[k]) / max(abs(a[k]), 1e-12) for k in both]
+    result = {"iters": len(both), "tolerance": tolerance}
+    result["loss_first"] = number(max(diffs[:COMPARED_ITERS], default=None), 3)
+    result["loss_max"] = number(max(diffs, default=None), 3)
+    paths = [get_last_checkpoint(o) for o in (out_a, out_b)]
+    result["weights"] = None
+    if None not in paths:
+        states = [torch.load(p, map_location="cpu")["model_state"] for p in paths]
+        names = [k for k, v in states[0].items() if v.is_floating_point()]
+        pairs = [[s[k] for k in names] for s in states]
+        result["weights"] = number(relative_difference(*pairs), 3)
+    first = max(diffs[:COMPARED_ITERS], default=math.inf)
+    result["ok"] = len(both) >= COMPARED_ITERS and first <= tolerance
+    return result
+
+
+def compare_runs(stage: Stage, runs: Dict[str, dict]) -> List[dict]:
+    """The :data:`PAIRS` of ``runs`` that both ran (``ok`` None: not compared)."""
+    from slowfast.bench.graph_check import TOLERANCE
+
+    many = [k for k in runs if "_processes_" in k]
+    count = many[0].split("_")[1] if many else None
+    compared = []
+    for pair in PAIRS:
+        keys = [key.replace("N", count or "N") for key in pair]
+        if not all(k in runs for k in keys):
+            continue  # the machine has no such runs
+        entry: dict = {"runs": keys}
+        left_out = [k for k in keys if runs[k]["status"] != "ok"]
+        if left_out:
+            entry.update(
+                ok=None, reason=f"{', '.join(left_out)} did not run to the end"
+            )
+        else:
+            dirs = [os.path.join(stage.out, "train", k) for k in keys]
+            entry.update(compare_pair(*dirs, TOLERANCE["fp32"]))  # as the recipe
+        compared.append(entry)
+    return compared
