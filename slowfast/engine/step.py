@@ -66,7 +66,10 @@ class TrainStep:
     def prepare(self, batch):
         """The batch's inputs, labels and extras on the device; model in train mode."""
         inputs, labels, _index, extras = batch
-        if not self.model.training:  # evaluation and precise BN leave eval mode
+        # Evaluation and precise BN put the bare model in eval mode; a DDP
+        # wrapper's own flag stays True, so the bare model's is the one to read.
+        net = getattr(self.model, "module", self.model)
+        if not (net.training and self.model.training):
             self.model.train()
         inputs = [x.to(self.device, non_blocking=True) for x in inputs]
         return inputs, labels.to(self.device, non_blocking=True), extras

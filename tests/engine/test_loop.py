@@ -234,6 +234,31 @@ def _inf_gradient(step):
     return loss_fn
 
 
+def test_the_step_trains_a_ddp_model_that_evaluation_left_in_eval_mode(tmp_path):
+    """Evaluation puts the bare model in eval mode, not its DDP wrapper."""
+    import torch.distributed as dist
+
+    init = f"file://{tmp_path / 'rendezvous'}"
+    dist.init_process_group("gloo", init_method=init, world_size=1, rank=0)
+    try:
+        net = _ToyBN()
+        ddp = nn.parallel.DistributedDataParallel(net)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        step = TrainStep(
+            ddp, optimizer, lambda p, y: p.sum(), RunContext(), _null_context
+        )
+        batch = ([torch.randn(4, 3)], torch.zeros(4, dtype=torch.long), None, {})
+        batch[3]["num_failed"] = torch.zeros(4)
+        net.eval()  # as the evaluator and precise BN leave it
+        assert ddp.training  # the wrapper's flag says nothing
+        before = net.bn.running_mean.clone()
+        step(batch)
+        assert net.training and all(m.training for m in net.modules())
+        assert not torch.equal(net.bn.running_mean, before)  # BN in training mode
+    finally:
+        dist.destroy_process_group()
+
+
 @pytest.mark.parametrize("make_bad", [_nan_loss, _inf_gradient])
 def test_a_non_finite_step_leaves_weights_bn_and_optimizer_state(make_bad):
     stats = _bad_step_is_skipped(make_bad)
