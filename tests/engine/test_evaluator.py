@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 from slowfast.datasets import EvalShardSampler
 from slowfast.engine.evaluator import ensemble_views, run_views, video_metrics
 from slowfast.engine.metrics import mean_average_precision, topk_errors
+from slowfast.utils.distributed import exit_without_teardown
 
 
 def test_topk_errors():
@@ -78,7 +79,9 @@ def _worker(rank, world, port, out):
     summed, counts = ensemble_views(video, scores, data.num_videos, "sum")
     maxed, _ = ensemble_views(video, scores, data.num_videos, "max")
     torch.save((video, summed, maxed, counts), out.format(rank))
+    dist.barrier()  # both saved before either tears gloo down
     dist.destroy_process_group()
+    exit_without_teardown()  # the rare abort at teardown is not under test
 
 
 def _free_port():

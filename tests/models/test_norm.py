@@ -16,6 +16,7 @@ from slowfast.models.norm import (
     set_bn_process_group,
     set_bn_splits,
 )
+from slowfast.utils.distributed import exit_without_teardown
 from tests.helpers.host_reads import HostReads
 
 C = 3
@@ -289,6 +290,7 @@ def _sync_worker(rank, world, init_file, out_dir):
         dist.barrier()
     finally:
         dist.destroy_process_group()
+    exit_without_teardown()  # the rare abort at teardown is not under test
 
 
 SYNC_SPLITS = (1, 2)
