@@ -16,6 +16,11 @@ the devices, the batch, the training schedule, the data files and OUTPUT_DIR,
 and the job's first process takes OUTPUT_DIR's lock (``launch/run_lock.py``:
 one run per folder).
 
+A model, dataset or other registered part of your own needs no edit of the
+package: ``--import MODULE`` (repeatable) or the config's IMPORTS names its
+module, which every process imports before the config's names are checked
+(``slowfast/launch/user_modules.py``; docs/EXTENDING.md).
+
 Exit status (``slowfast/utils/errors.py``): 0 done, 1 a process failed (one
 line names it and its log), the data or OUTPUT_DIR is unusable or in use by
 another run, 2 bad config, launch environment or devices, 75 stopped by a

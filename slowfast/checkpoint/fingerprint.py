@@ -20,6 +20,7 @@ import torch
 # Keys (or prefixes ending in ".") that do not define the run.
 NOT_THE_RUN = (
     "OUTPUT_DIR",
+    "IMPORTS",  # where the user's classes live; their names are the run's
     "LOG_PERIOD",
     "LOG_MODEL_INFO",
     "NUM_GPUS",

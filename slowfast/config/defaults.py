@@ -391,6 +391,12 @@ _C.DIST_BACKEND = "nccl"
 # A collective that waits longer than this (a process died or hangs) fails
 # the run instead of hanging it.
 _C.DIST_TIMEOUT_MINUTES = 30.0
+# Modules of the user's own code (registered models, datasets, losses, ...) that
+# every process imports before the config's names are checked and the model and
+# datasets are built: dotted module names, importable from PYTHONPATH or the
+# current directory. --import MODULE (tools/run_net.py, tools/submit.py) adds to
+# it. Not a reference key (docs/EXTENDING.md).
+_C.IMPORTS = []
 
 
 def get_cfg() -> CfgNode:

@@ -5,12 +5,14 @@
 their layout and call ``run_job``, which:
 
 1. applies the layout to the config (the launcher's values win, and are logged);
-2. checks the set-up before any work (``preflight``);
-3. takes OUTPUT_DIR's lock in the job's first process (``run_lock``);
-4. sets up logging and logs the layout (``start.begin_run``);
-5. runs the enabled stages: spawned processes (plain) or this process as one
-   rank (torchrun, srun, submitit);
-6. turns the outcome into an exit status (``utils/errors.py``) and, unless
+2. imports the user's modules of IMPORTS (``user_modules``; loading the config
+   did already, but submitit's tasks are handed a loaded config);
+3. checks the set-up before any work (``preflight``);
+4. takes OUTPUT_DIR's lock in the job's first process (``run_lock``);
+5. sets up logging and logs the layout (``start.begin_run``);
+6. runs the enabled stages: spawned processes (plain, which import IMPORTS
+   too) or this process as one rank (torchrun, srun, submitit);
+7. turns the outcome into an exit status (``utils/errors.py``) and, unless
    the run finished, one ``error: ...`` or ``stopped ...`` line on stderr.
 
 With neither TRAIN.ENABLE nor TEST.ENABLE it logs the model's parameters and
@@ -28,6 +30,7 @@ from slowfast.launch.launcher import Layout, apply_layout
 from slowfast.launch.preflight import preflight
 from slowfast.launch.run_lock import RunLock
 from slowfast.launch.start import begin_run
+from slowfast.launch.user_modules import describe_imports, import_user_modules
 from slowfast.utils.errors import EXIT_FAILED, EXIT_OK, EXIT_PREEMPTED, UserError
 from slowfast.utils.logging import error_line, process_log_path, setup_logging
 
@@ -83,6 +86,13 @@ def run_job(
         int: an exit status of ``slowfast.utils.errors``.
     """
     cfg, notes = apply_layout(cfg, layout)
+    try:
+        import_user_modules(cfg.IMPORTS)
+    except UserError as err:
+        if debug:
+            raise
+        report(f"error: {one_line(err)}")
+        return err.exit_status
     if not (cfg.TRAIN.ENABLE or cfg.TEST.ENABLE):
         setup_logging(cfg.OUTPUT_DIR, rank=layout.rank or 0)
         model_info(cfg)
@@ -103,6 +113,8 @@ def run_job(
         begin_run(cfg, layout, lock, first, notes)
         if source:
             logger.info(source)
+        if cfg.IMPORTS:
+            logger.info(describe_imports(cfg.IMPORTS))
         return run_stages(cfg, layout, resume_hint)
     finally:
         lock.release()

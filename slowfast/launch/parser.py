@@ -5,6 +5,7 @@ Accepted forms (freely combined; options must come before the overrides):
     --cfg a.yaml --cfg b.yaml          # merged in order, later files win
     --cfg a.yaml b.yaml                # the reference's form (also --cfg_files)
     --init_method tcp://host:9999 --num_shards 2 --shard_id 0
+    --import my_project.my_model       # your own module, in every process
     --opts KEY VALUE ...               # the reference's override flag
     KEY VALUE ...                      # trailing overrides
 """
@@ -33,6 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FILE",
         help="config file; repeat to merge several in order",
+    )
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module of your own (registered models, datasets, ...) that every "
+        "process imports before the config's names are checked: its dotted name, "
+        "importable from PYTHONPATH or the current directory; repeat for several; "
+        "added to the config's IMPORTS (docs/EXTENDING.md)",
     )
     parser.add_argument(
         "--init_method",
@@ -105,7 +117,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         argv: the arguments (without the program name); None reads sys.argv.
 
     Returns:
-        argparse.Namespace: ``cfg_files`` (list), ``init_method``,
+        argparse.Namespace: ``cfg_files`` and ``imports`` (lists), ``init_method``,
         ``num_shards`` and ``shard_id`` (None when not given) and ``opts``
         (the flat list of KEY VALUE overrides, trailing ones first).
     """
@@ -127,6 +139,7 @@ def load_config_from_args(args: argparse.Namespace) -> CfgNode:
 
     ``--num_shards`` and ``--shard_id`` are applied as the last overrides of
     NUM_SHARDS and SHARD_ID, so they are validated like any other value.
+    ``--import`` modules are imported first and added to IMPORTS.
 
     Args:
         args: the result of ``parse_args``.
@@ -145,4 +158,4 @@ def load_config_from_args(args: argparse.Namespace) -> CfgNode:
         opts += ["NUM_SHARDS", str(args.num_shards)]
     if args.shard_id is not None:
         opts += ["SHARD_ID", str(args.shard_id)]
-    return load_run_config(args.cfg_files, opts)
+    return load_run_config(args.cfg_files, opts, getattr(args, "imports", []))

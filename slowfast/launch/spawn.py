@@ -1,8 +1,9 @@
 """Spawning a job's processes on this machine and running its stages in each.
 
 ``launch_job`` spawns one process per GPU (or NUM_CPU_PROCS on CPU), or runs
-in this process when the job has one; ``run_in_group`` is what each process
-runs (also under torchrun, srun and submitit): set its CPU threads, join the
+in this process when the job has one; each spawned process imports the
+user's modules (IMPORTS) first. ``run_in_group`` is what each process runs
+(also under torchrun, srun and submitit): set its CPU threads, join the
 process group, run the stages, leave the group.
 
 A job of one process has a process group only under a launcher that gives it
@@ -30,7 +31,12 @@ import torch.multiprocessing as mp
 from fvcore.common.config import CfgNode
 
 from slowfast.engine.preemption import Preempted
-from slowfast.utils.distributed import init_process_group, procs_per_machine
+from slowfast.launch.user_modules import import_user_modules
+from slowfast.utils.distributed import (
+    exit_without_teardown,
+    init_process_group,
+    procs_per_machine,
+)
 from slowfast.utils.errors import UserError
 from slowfast.utils.logging import FILE_ONLY, error_line, setup_logging
 
@@ -206,9 +212,8 @@ def _run_in_group(
         if grouped:
             # Free what still holds the process group (a DDP model in a
             # reference cycle) and let every process get here before the
-            # group goes: a process leaving while its peer's group is alive
-            # was a suspect of a rare abort ("terminate called without an
-            # active exception") at the end of 2-process CPU runs.
+            # group goes (the spawned processes then leave without Python's
+            # teardown: utils/distributed.exit_without_teardown).
             gc.collect()
             dist.barrier()
     except Exception as err:
@@ -235,15 +240,24 @@ def _worker(
     """Entry point of one spawned process; exits with the job's status.
 
     Sets up this process's logging first, as the entry points of torchrun's
-    and srun's processes do (``tools/run_net.py``).
+    and srun's processes do (``tools/run_net.py``), then imports the user's
+    modules of IMPORTS (a spawned process starts afresh: it has imported
+    none of them), before its stages build any model or dataset.
     """
     world_size = num_procs * num_shards
     rank = global_rank(shard_id, num_procs, local_rank)
     setup_logging(cfg.OUTPUT_DIR, rank)
+    import_user_modules(cfg.IMPORTS)
     try:
         run_in_group(funcs, cfg, init_method, rank, world_size, local_rank, num_procs)
     except Preempted as err:  # a stop, not a failure: no traceback to pass on
-        raise SystemExit(err.exit_status) from err
+        status = err.exit_status
+    else:
+        status = 0
+    if world_size > 1:  # done, its group destroyed: leave before gloo's teardown
+        exit_without_teardown(status)
+    if status:
+        raise SystemExit(status)
 
 
 def _forward_signals(context, signums: Sequence[int]) -> dict:

@@ -7,7 +7,7 @@ Usage:
         [--account A] [--constraint C] [--mem M] [--cpus-per-task K] \
         [--job-dir DIR] [--name NAME] [--dry-run] [--executor slurm|local] \
         [--signal-delay-s 300] [--max-requeues 100] [--no-checks] \
-        [KEY VALUE ...]
+        [--import MODULE ...] [KEY VALUE ...]
 
 Every task runs the start sequence of ``tools/run_net.py``
 (``slowfast/launch/job.py``, through ``slowfast/launch/submitit_job.py``);
@@ -25,6 +25,11 @@ compute nodes only); every task checks again when the job starts.
 SLURM needed. ``--executor local`` runs the job on this machine with
 submitit's local executor (its tasks on CPU when NUM_GPUS is 0) and waits
 for it to end.
+
+``--import MODULE`` imports a module of your own here before the config is
+checked, and adds it to the config's IMPORTS, which every task imports before
+its run starts (by its dotted name, as here: the tasks start in the folder of
+the submission, SLURM's default; docs/EXTENDING.md).
 
 Install submitit with ``pip install -e ".[slurm]"`` (or ``pip install submitit``).
 """
@@ -82,6 +87,15 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     add("--executor", choices=("slurm", "local"), default="slurm")
     add("--dry-run", action="store_true", help="print the job, submit nothing")
     add("--no-checks", action="store_true", help="skip the checks before submitting")
+    add(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module of your own that every task imports (its dotted name); "
+        "repeat for several; added to the config's IMPORTS",
+    )
     add("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE")
     args = parser.parse_args(argv)
     reject_options_among_overrides(parser, args.opts)
@@ -100,13 +114,15 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def job_config(args: argparse.Namespace) -> CfgNode:
     """The run's config with the job's layout (NUM_GPUS per node, NUM_SHARDS
-    nodes) and an absolute OUTPUT_DIR."""
-    cfg = load_run_config(args.cfg_files, args.opts)
+    nodes), an absolute OUTPUT_DIR and the ``--import`` modules in IMPORTS."""
+    imports = getattr(args, "imports", [])
+    cfg = load_run_config(args.cfg_files, args.opts, imports)
     gpus = cfg.NUM_GPUS if args.gpus_per_node is None else args.gpus_per_node
     # The tasks may start elsewhere: OUTPUT_DIR made absolute here.
     job = ["NUM_SHARDS", args.nodes, "NUM_GPUS", gpus]
     job += ["OUTPUT_DIR", os.path.abspath(cfg.OUTPUT_DIR)]
-    return load_run_config(args.cfg_files, list(args.opts) + [str(v) for v in job])
+    opts = list(args.opts) + [str(v) for v in job]
+    return load_run_config(args.cfg_files, opts, imports)
 
 
 def executor_parameters(args: argparse.Namespace, cfg: CfgNode) -> dict:

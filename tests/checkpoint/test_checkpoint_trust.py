@@ -45,7 +45,15 @@ def test_another_runs_checkpoint_is_refused_naming_the_keys(tmp_path):
     assert "MODEL.DROPOUT_RATE" in message and "TRAIN.CHECKPOINT_FILE_PATH" in message
     assert "\n" not in message
     # What does not define the run may change: a resume on other machines.
-    moved = _cfg(tmp_path, "NUM_CPU_PROCS", "2", "DATA.PATH_TO_DATA_DIR", "/new")
+    moved = _cfg(
+        tmp_path,
+        "NUM_CPU_PROCS",
+        "2",
+        "DATA.PATH_TO_DATA_DIR",
+        "/new",
+        "IMPORTS",
+        "[json]",
+    )
     os.remove(path)
     assert find_resume_checkpoint(moved).endswith("checkpoint_epoch_00001.pyth")
 
