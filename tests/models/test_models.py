@@ -272,7 +272,9 @@ def _our_configs():
 def test_our_configs_load_and_build(path):
     cfg = load_config([path])
     name = os.path.relpath(path, os.path.join(REPO, "configs"))[: -len(".yaml")]
-    expected = OUR_CONFIG_PARAMS[name.replace("_multigrid", "")]
+    expected = OUR_CONFIG_PARAMS[
+        name.replace("_multigrid", "").replace("_stepwise", "")
+    ]
     with torch.device("meta"):  # Layout and counts only; no memory, no init cost.
         model = build_model(cfg)
     assert params_count(model) == expected
