@@ -131,7 +131,7 @@ def quick_start_block(rows: List[tuple]) -> str:
             low, high = subset_range(runs, QUICK_START_VIDEOS) or (None, None)
             seeds = sorted(r["seed"] for r in runs)
             return (
-                "Its last line gives the test result (seeds "
+                "Its test line gives the result (seeds "
                 f"{seeds[0]}-{seeds[-1]} scored {low:.1f}-{high:.1f}% on one machine); "
                 "seed 0 printed:\n"
             )

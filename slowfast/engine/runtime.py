@@ -49,8 +49,8 @@ def autocast_factory(
         logger.warning(
             "TRAIN.MIXED_PRECISION True: bf16 autocast on a CPU without oneDNN's "
             "bf16 kernels (%s; they need AVX512 or AMX) runs many times slower "
-            "than fp32 (docs/BENCHMARKS.md, 'bf16 autocast on an AVX2 CPU'); set "
-            "TRAIN.MIXED_PRECISION False",
+            "than fp32; set TRAIN.MIXED_PRECISION False "
+            "(docs/benchmarks/model-step.md, 'bf16 autocast on an AVX2 CPU')",
             torch.backends.cpu.get_cpu_capability(),
         )
     return lambda: torch.autocast(device_type=device.type, dtype=dtype)

@@ -7,7 +7,7 @@ and a wrong kernel result are made on purpose.
 
 import json
 import logging
-import time
+import re
 
 import pytest
 import torch
@@ -42,13 +42,14 @@ def _layer_path(mode="auto", channels_last=False):
 
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_the_kernels_pass_their_check_and_are_used(fresh, channels_last, caplog):
-    start = time.perf_counter()
     with caplog.at_level(logging.INFO):
         verdict = norm.check_split_kernels(CPU, torch.float32, channels_last)
-    took = time.perf_counter() - start
-    assert verdict.ok and verdict.reason == "" and took < 2.0, (verdict, took)
+    assert verdict.ok and verdict.reason == "", verdict
     assert _layer_path(channels_last=channels_last) == "triton"
-    assert "split-BN Triton kernels checked" in caplog.text
+    # Its cost is in the line (measured, not asserted: timings vary by machine).
+    assert re.search(
+        r"split-BN Triton kernels checked \(.*\) in \d+\.\d\d s", caplog.text
+    )
 
 
 def test_no_compiler_falls_back_with_one_line(fresh, monkeypatch, caplog):

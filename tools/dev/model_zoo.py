@@ -36,17 +36,56 @@ HEADER = """# Model zoo
 
 Every config under `configs/`, one row each. Parameters and GFLOPs (fvcore,
 multiply-adds) are of one test view, counted on the model the config builds.
-"Published" is the reference implementation's (PySlowFast) result for the
-architecture and recipe of the config, with its checkpoint, which the config
-loads (`TEST.CHECKPOINT_FILE_PATH`). The Kinetics baselines' checkpoints are
-Caffe2 pickles of models that take BGR input: test them with
-`TEST.CHECKPOINT_TYPE caffe2 DATA.REVERSE_INPUT_CHANNEL True` (GETTING_STARTED.md,
-section 11). Multigrid configs train with the long and short cycles
+"Recipe" says whose recipe a full-size config is: the reference's
+(PySlowFast), or ours and derived from which config. "Published" is the
+reference's result for the architecture and recipe of the config, with its
+checkpoint. The Kinetics baselines' checkpoints are Caffe2 pickles of models
+that take BGR input
+([docs/guide/checkpoints.md](guide/checkpoints.md#caffe2-checkpoints)).
+Multigrid configs train with the long and short cycles
 (`MULTIGRID.LONG_CYCLE`, `MULTIGRID.SHORT_CYCLE`); their models are their
-baselines'.
+baselines'. Where the long cycle's coarsest clips keep 2 frames or fewer (on
+SlowFast's slow pathway: "slow"), the training column says so.
 
 This page is written by `python tools/dev/model_zoo.py` from the configs and
 `docs/model_zoo.yaml`; do not edit it by hand.
+"""
+
+
+PREDICT_SECTION = """
+## Predictions on your own video
+
+`tools/predict.py` runs a trained checkpoint on video files: each is cut into
+the tester's views (the config's sampling, `TEST.NUM_ENSEMBLE_VIEWS` x
+`TEST.NUM_SPATIAL_CROPS`), scored, and the views' scores combined as the tester
+does (softmax, or sigmoid for Charades' multi-label head; the mean of the
+views, or their maximum with `DATA.ENSEMBLE_METHOD max`). After the README's
+quick start, without `--checkpoint` it takes the run's newest checkpoint:
+
+```bash
+python tools/predict.py --cfg configs/Demo/Kinetics_I3D_tiny_multigrid.yaml \\
+    data/demo/kinetics/videos/test/3/test_00003.mp4 --top 3
+```
+
+prints (the scores on stdout, the log on stderr):
+
+```
+data/demo/kinetics/videos/test/3/test_00003.mp4 (mean softmax of 9 views)
+  0.9927  class 3
+  0.0035  class 8
+  0.0016  class 2
+```
+
+`--labels FILE` prints class names (for a Kinetics-400 checkpoint, the
+dataset's label file, e.g. PySlowFast's `kinetics_classnames.json`, a JSON
+`{name: id}`); also read: `{id: name}` or a list in JSON, a CSV of `id,name`
+rows, or one name per line; it must name `MODEL.NUM_CLASSES` classes. `--json`
+prints one JSON object per video; `--checkpoint` names a checkpoint (a published Caffe2
+`.pkl` with `TEST.CHECKPOINT_TYPE caffe2` and, for the BGR models,
+`DATA.REVERSE_INPUT_CHANNEL True`, as `KEY VALUE` pairs after the videos). It
+runs on a GPU when `NUM_GPUS` is above 0 and one is present. A missing
+checkpoint, a video that does not open or a label file of another class count
+is one `error:` line before the model is built.
 """
 
 
@@ -74,10 +113,28 @@ def model_name(cfg: CfgNode) -> str:
 
 
 def training(cfg: CfgNode) -> str:
-    """The recipe's multigrid cycles: ``baseline``, ``long``, ``short`` or both."""
+    """The recipe's multigrid cycles: ``baseline``, ``long``, ``short`` or both,
+    and the frames of the coarsest long-cycle clip where it has 2 or fewer (the
+    slow pathway's for SlowFast)."""
     cycles = [("long", cfg.MULTIGRID.LONG_CYCLE), ("short", cfg.MULTIGRID.SHORT_CYCLE)]
     cycles = [name for name, on in cycles if on]
-    return " + ".join(cycles) if cycles else "baseline"
+    text = " + ".join(cycles) if cycles else "baseline"
+    if cfg.MULTIGRID.LONG_CYCLE:
+        factor = min(f[0] for f in cfg.MULTIGRID.LONG_CYCLE_FACTORS)
+        frames = cfg.DATA.NUM_FRAMES * factor
+        if cfg.MODEL.ARCH == "slowfast":
+            slow = frames / cfg.SLOWFAST.ALPHA
+            if slow <= 2:
+                text += f" (coarsest clips: {frames:g} frames, {slow:g} slow)"
+        elif frames <= 2:
+            text += f" (coarsest clips: {frames:g} frame{'s' * (frames != 1)})"
+    return text
+
+
+def recipe(path: str, data: dict) -> str:
+    """Whose recipe a full-size config is: the reference's, or ours from which."""
+    base = data.get("ours", {}).get(path)
+    return f"ours, from {base}" if base else "the reference's"
 
 
 def model_key(cfg: CfgNode) -> str:
@@ -138,24 +195,19 @@ LOAD_AS = {
         "accuracy not measured here",
     ),
     "unknown": (
-        "not known: try Caffe2 (a file that is not one says so in one line), "
-        "then PyTorch",
+        "not known here: try Caffe2; a file that is not one says so, then "
+        "try `TEST.CHECKPOINT_TYPE pytorch`",
         "TEST.CHECKPOINT_TYPE caffe2",
         "no: the file's format is not known here",
     ),
 }
-
-
-def checkpoint_test_command(path: str, entry: dict) -> str:
-    """The literal command that tests ``entry``'s checkpoint with config ``path``."""
-    data = DATA_DIRS[path.split("/")[0]]
-    name = entry["checkpoint"].rsplit("/", 1)[-1]
-    opts = LOAD_AS[entry["load"]][1]
-    return (
-        f"`python tools/run_net.py --cfg configs/{path} TRAIN.ENABLE False "
-        f"DATA.PATH_TO_DATA_DIR {data} DATA.PATH_PREFIX {data} "
-        f"TEST.CHECKPOINT_FILE_PATH {name} {opts}`"
-    )
+# What the tester's last line starts with, by the published metric.
+EXPECT_LINE = {"mAP": "test mAP:", "top-1": "test accuracy: top-1"}
+TEST_COMMAND = (
+    "python tools/run_net.py --cfg configs/CONFIG TRAIN.ENABLE False \\\n"
+    "    DATA.PATH_TO_DATA_DIR DATA DATA.PATH_PREFIX DATA \\\n"
+    "    TEST.CHECKPOINT_FILE_PATH CHECKPOINT LOAD_OPTIONS"
+)
 
 
 def _testing_rows(data: dict) -> List[List[str]]:
@@ -163,12 +215,14 @@ def _testing_rows(data: dict) -> List[List[str]]:
     for path, entry in sorted(data["published"].items()):
         if entry.get("load") not in LOAD_AS:
             raise SystemExit(f"{DATA}: {path}: load must be one of {sorted(LOAD_AS)}")
-        what, _, verified = LOAD_AS[entry["load"]]
-        metric = "mAP" if entry["metric"] == "mAP" else "top-1"
-        expect = f"`test accuracy: {metric} {entry['value']:.1f}%` (PySlowFast's)"
-        command = checkpoint_test_command(path, entry)
+        what, opts, verified = LOAD_AS[entry["load"]]
+        line = EXPECT_LINE[entry["metric"]]
+        expect = f"`{line}` about {entry['value']:.1f}% (PySlowFast's)"
+        name = entry["checkpoint"].rsplit("/", 1)[-1]
+        data_dir = DATA_DIRS[path.split("/")[0]]
         link = f"[{path}](../configs/{path})"
-        rows.append([link, what, command, expect, verified])
+        rows.append([link, f"`{name}`", f"`{data_dir}`", what, f"`{opts}`"])
+        rows[-1] += [expect, verified]
     return rows
 
 
@@ -202,23 +256,30 @@ def render(data: dict) -> str:
         if path.startswith("Demo/"):
             demo.append(row + _expected(data["demo"].get(path)))
         else:
+            row.insert(1, recipe(path, data))
             published.append(row + _published(data["published"].get(path)))
     common = ["config", "model", "training", "frames x rate", "test views"]
     common += ["params (M)", "GFLOPs / view"]
+    testing = ["config", "CHECKPOINT", "DATA", "load as", "LOAD_OPTIONS", "expect"]
     return "\n".join(
         [
             HEADER,
             "## Published configs (Kinetics-400, Something-Something V2, Charades)\n",
-            _table(common + ["published", "checkpoint"], published),
+            _table(
+                common[:1] + ["recipe"] + common[1:] + ["published", "checkpoint"],
+                published,
+            ),
             "\n## Testing a published checkpoint\n",
             "Download the checkpoint, prepare the dataset as DATASET.md says, then",
-            "run the command (the config's test views). The expected line gives the",
-            "reference's published number; ours may differ by the decoding and",
+            "run this command with the row's values (the config's test views):\n",
+            "```",
+            TEST_COMMAND,
+            "```\n",
+            "The tester's last line starts as the row expects; the number is the",
+            "reference's published one, and ours may differ by the decoding and",
             "resizing of the prepared data.\n",
-            _table(
-                ["config", "load as", "command", "expect", "verified with this code"],
-                _testing_rows(data),
-            ),
+            _table(testing + ["verified with this code"], _testing_rows(data)),
+            PREDICT_SECTION.rstrip("\n"),
             "\n## Demo configs (generated Moving Digits data, CPU)\n",
             "What to expect, where measured: test accuracy on the generated data and",
             "the training wall-clock (2-core CPU unless it says otherwise), from the",
