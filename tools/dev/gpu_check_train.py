@@ -257,6 +257,10 @@ def train_run(
     """
     run = {"status": "running", "launcher": launcher, "world_size": processes}
     run["cuda_graphs"] = graphs
+    if stage.smoke and graphs and launcher == "torchrun":  # refused, as below
+        reason = "--smoke: TRAIN.CUDA_GRAPHS needs a GPU; not started (the "
+        reason += "one-process run shows the trainer's refusal)"
+        return {**run, "status": "skipped", "reason": reason, "seconds": 0.0}
     timeout = stage.left() - 2 * STOP_GRACE_S
     if timeout < 10:
         return {**run, "status": "timeout", "reason": "no time left of the cap"}

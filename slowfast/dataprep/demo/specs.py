@@ -12,13 +12,17 @@ per epoch and that one test video is 0.17 points; in the Kinetics layout,
 ``small``'s training and validation videos (the same files) with 3000 test
 videos, the first 500 of them ``small``'s, so that the test set's sampling
 (about +-1 point on a paired difference) is small next to a seed's.
+``study_112`` is the Kinetics ``study`` set at 4/3 the resolution (frames of
+128 x 150, digits and motion scaled alike), for 112 px crops: at total stride
+16 their last feature map is the paper's 7 x 7, so the paper's short-cycle
+views (56 and 79 px) keep its 3.5 x 3.5 and about 5 x 5 maps.
 """
 
 from dataclasses import dataclass, replace
 from typing import Dict, Tuple
 
 LAYOUTS = ("kinetics", "ssv2", "charades")
-SIZES = ("tiny", "small", "bench", "study", "study_large")
+SIZES = ("tiny", "small", "bench", "study", "study_large", "study_112")
 
 # Motion classes of the SSv2 layout, in class-id order (digit identity is random).
 SSV2_TEMPLATES = (
@@ -103,6 +107,8 @@ _EASY = Style(
 # smaller sprites the multigrid demo tested far lower: docs/benchmarks/design-notes.md,
 # "Demo data looks").
 _KINETICS_EASY = replace(_EASY, digit_size=(64, 80), speed=(0.3, 1.0), margin=0.1)
+# The same look at 4/3 the frame size (study_112).
+_KINETICS_EASY_128 = replace(_KINETICS_EASY, digit_size=(85, 107), speed=(0.4, 1.33))
 # Harder than the small look but with the same plain, grey-ish backgrounds:
 # colourful unique backgrounds and a static distractor digit let the tiny I3D
 # memorise the 1000 training videos and stay at chance on val.
@@ -154,6 +160,9 @@ _SPECS = {
     ("kinetics", "study"): LayoutSpec(
         {"train": 500, "val": 50, "test": 3000}, 48, 96, 112, 30, _KINETICS_EASY
     ),
+    ("kinetics", "study_112"): LayoutSpec(
+        {"train": 500, "val": 50, "test": 3000}, 48, 128, 150, 30, _KINETICS_EASY_128
+    ),
     ("kinetics", "bench"): LayoutSpec(
         {"train": 1000, "val": 200, "test": 200}, 64, 96, 112, 30, _KINETICS_HARD
     ),
@@ -191,7 +200,7 @@ def get_spec(layout: str, size: str) -> LayoutSpec:
     Args:
         layout: one of ``LAYOUTS`` ("kinetics", "ssv2", "charades").
         size: one of ``SIZES``; "study" exists for "kinetics" and "ssv2",
-            "study_large" for "ssv2" only.
+            "study_large" for "ssv2" only, "study_112" for "kinetics" only.
 
     Returns:
         LayoutSpec: counts, frame geometry and style.
