@@ -17,16 +17,16 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from slowfast.dataprep.demo.digits import DigitBank, load_digit_bank
-from slowfast.dataprep.demo.scenes import charades_scene, kinetics_scene, ssv2_scene
-from slowfast.dataprep.demo.specs import (
+from workshop.dataprep.demo.digits import DigitBank, load_digit_bank
+from workshop.dataprep.demo.scenes import charades_scene, kinetics_scene, ssv2_scene
+from workshop.dataprep.demo.specs import (
     LAYOUTS,
     NUM_CLASSES,
     SSV2_TEMPLATES,
     LayoutSpec,
     get_spec,
 )
-from slowfast.dataprep.demo.writers import (
+from workshop.dataprep.demo.writers import (
     frame_list_rows,
     pick_codec,
     write_frame_list,
@@ -227,7 +227,7 @@ def make_layout(
     start = time.perf_counter()
     _prepare_folder(folder)
     manifest = {
-        "generator": "slowfast.dataprep.demo",
+        "generator": "workshop.dataprep.demo",
         "layout": layout,
         "size": size,
         "seed": seed,

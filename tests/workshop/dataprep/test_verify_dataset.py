@@ -167,9 +167,9 @@ def test_a_registered_dataset_is_verified_through_its_own_lists(
     registered, kinetics_root
 ):
     from slowfast.config import load_config
-    from slowfast.dataprep.verify import default_splits, verify_split
     from slowfast.datasets.base import VideoDataset
     from slowfast.datasets.kinetics import Kinetics
+    from workshop.dataprep.verify import default_splits, verify_split
 
     @registered
     class MyClips(Kinetics):  # a user's dataset in the Kinetics layout
@@ -199,7 +199,7 @@ def test_a_registered_dataset_is_verified_through_its_own_lists(
 
 def test_a_list_that_cannot_be_read_is_one_problem_at_its_file(tmp_path):
     from slowfast.config import load_config
-    from slowfast.dataprep.verify import verify_split
+    from workshop.dataprep.verify import verify_split
 
     ssv2 = make_ssv2(str(tmp_path / "ssv2"), {"1": 6})
     os.remove(os.path.join(ssv2, "something-something-v2-labels.json"))

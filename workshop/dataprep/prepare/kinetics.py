@@ -18,13 +18,13 @@ import json
 import os
 from typing import Dict, List, Sequence, Tuple
 
-from slowfast.dataprep.prepare.common import (
+from slowfast.datasets.renditions.layout import rendition_path, write_renditions
+from workshop.dataprep.prepare.common import (
     Prepared,
     index_files,
     reencode,
     run_items,
 )
-from slowfast.datasets.renditions.layout import rendition_path, write_renditions
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".avi", ".mov")
 SPLIT_FILES = {"train": ("train.csv",), "val": ("validate.csv", "val.csv")}
@@ -130,6 +130,6 @@ def prepare(
 
 
 def _write_list(out: str, split: str, rows: List[Tuple[str, int]]) -> None:
-    from slowfast.dataprep.demo.writers import write_kinetics_list
+    from workshop.dataprep.demo.writers import write_kinetics_list
 
     write_kinetics_list(os.path.join(out, f"{split}.csv"), rows)

@@ -44,6 +44,7 @@ def write_mp4(
         gop: frames between keyframes (short, so seeking is cheap).
     """
     import av
+    from av.video.stream import VideoStream
 
     num, height, width, _ = frames.shape
     if height % 2 or width % 2:
@@ -56,6 +57,7 @@ def write_mp4(
         options.update({"crf": "18", "preset": "superfast"})
     with av.open(path, mode="w", format="mp4") as container:
         stream = container.add_stream(codec, rate=fps, options=options)
+        assert isinstance(stream, VideoStream)  # codec is a video codec
         stream.width, stream.height = width, height
         stream.pix_fmt = "yuv420p"
         if codec != "libx264":
@@ -114,7 +116,9 @@ def save_jpeg_rendition(image: Image.Image, path: str, scale: float, quality: in
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.part"
     size = scaled_size(image.width, image.height, scale)
-    image.resize(size, Image.BILINEAR).save(tmp, format="JPEG", quality=quality)
+    image.resize(size, Image.Resampling.BILINEAR).save(
+        tmp, format="JPEG", quality=quality
+    )
     os.replace(tmp, path)
 
 

@@ -1,8 +1,8 @@
-"""Tests of the loader capacity arithmetic (slowfast/bench/capacity.py)."""
+"""Tests of the loader capacity arithmetic (workshop/bench/capacity.py)."""
 
 import pytest
 
-from slowfast.bench.capacity import ShapeLoad, capacity_rows, workers_needed
+from workshop.bench.capacity import ShapeLoad, capacity_rows, workers_needed
 
 
 def _shapes(model=None):

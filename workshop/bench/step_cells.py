@@ -16,13 +16,15 @@ import gc
 import statistics
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 from fvcore.common.config import CfgNode
 from torch import nn
 
-from slowfast.bench.model_step import (
+from slowfast.models.model_stats import gflops
+from slowfast.models.norm import SubBatchNorm3d
+from workshop.bench.model_step import (
     Shape,
     TimedStep,
     Variant,
@@ -30,8 +32,6 @@ from slowfast.bench.model_step import (
     format_cfg,
     time_steps,
 )
-from slowfast.models.model_stats import gflops
-from slowfast.models.norm import SubBatchNorm3d
 
 
 @dataclass
@@ -74,7 +74,11 @@ class Cell:
         """The cell as plain values (for JSON), with its ``efficiency``."""
         v, s = self.variant, self.shape
         bn = "plain" if v.plain_bn else "sub"
-        row = {"variant": f"{bn} BN, {v.mode}", "bn": bn, "mode": v.mode}
+        row: Dict[str, Any] = {
+            "variant": f"{bn} BN, {v.mode}",
+            "bn": bn,
+            "mode": v.mode,
+        }
         row.update(shape=s.kind, clips=s.batch, frames=s.frames, crop=s.crop)
         row.update(bn_splits=1 if v.plain_bn else s.bn_splits, status=self.status)
         row.update(ms=self.ms, spread_pct=self.spread_pct)
@@ -90,8 +94,10 @@ def _bn_path_hooks(model: nn.Module, paths: Dict[str, str]) -> list:
 
     def hook(name: str):
         def record(module: nn.Module, args: tuple) -> None:
-            sub = isinstance(module, SubBatchNorm3d)
-            paths[name] = module.forward_path(args[0]) if sub else "batch_norm"
+            if isinstance(module, SubBatchNorm3d):
+                paths[name] = module.forward_path(args[0])
+            else:
+                paths[name] = "batch_norm"
 
         return record
 
@@ -135,7 +141,7 @@ def _measure(cfg: CfgNode, step: TimedStep, cell: Cell, warmup: int, iters: int)
         cell.peak_mib = torch.cuda.max_memory_allocated(device) / 2**20
     for path in paths.values():
         cell.bn_paths[path] = cell.bn_paths.get(path, 0) + 1
-    usual = max(cell.bn_paths, key=cell.bn_paths.get, default=None)
+    usual = max(cell.bn_paths, key=lambda p: cell.bn_paths[p], default=None)
     for name, path in paths.items():
         if path != usual:
             cell.bn_layers.setdefault(path, []).append(name)

@@ -13,7 +13,7 @@ import csv
 import os
 from typing import Dict, List, Sequence, Tuple
 
-from slowfast.dataprep.prepare.common import (
+from workshop.dataprep.prepare.common import (
     Prepared,
     index_files,
     run_items,
@@ -66,8 +66,8 @@ def prepare(
 ) -> Prepared:
     """Prepares Charades from videos, or from the official frames when
     ``videos`` holds ``<id>/<id>-NNNNNN.jpg`` folders (then at 24 fps)."""
-    from slowfast.dataprep.demo.writers import frame_list_rows, write_frame_list
     from slowfast.datasets.renditions.layout import write_renditions
+    from workshop.dataprep.demo.writers import frame_list_rows, write_frame_list
 
     os.makedirs(out, exist_ok=True)
     found = index_files(videos, VIDEO_EXTENSIONS)

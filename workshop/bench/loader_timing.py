@@ -22,7 +22,7 @@ class ShapeSwitch:
 
     The batch sampler calls it in the main process when an epoch starts, so
     setting ``shape`` between epochs switches the loader's shape. A shape has
-    ``frames``, ``crop`` and ``batch`` (``slowfast.bench.model_step.Shape``).
+    ``frames``, ``crop`` and ``batch`` (``workshop.bench.model_step.Shape``).
     """
 
     def __init__(self, cfg, shape):

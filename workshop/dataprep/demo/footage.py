@@ -23,7 +23,7 @@ import os
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from functools import partial
-from typing import List, Sequence
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 import torch
@@ -133,7 +133,7 @@ def render(seed: int, spec: FootageSpec = FootageSpec()) -> np.ndarray:
         end = min(start + 30, count)
         grid = F.affine_grid(
             theta[start:end],
-            (end - start, 3, spec.height, spec.width),
+            [end - start, 3, spec.height, spec.width],
             align_corners=False,
         )
         frames = F.grid_sample(
@@ -151,7 +151,7 @@ def render(seed: int, spec: FootageSpec = FootageSpec()) -> np.ndarray:
         obj[:, 1, 1] = torch.from_numpy(scale * cos)
         obj[:, 0, 2] = torch.from_numpy(-scale * ox[start:end] * 1.2)
         obj[:, 1, 2] = torch.from_numpy(-scale * oy[start:end] * 1.2)
-        grid = F.affine_grid(obj, frames.shape, align_corners=False)
+        grid = F.affine_grid(obj, list(frames.shape), align_corners=False)
         sprites = F.grid_sample(
             sprite.expand(end - start, -1, -1, -1),
             grid,
@@ -192,7 +192,7 @@ def write_frame_folder(out: str, video: str, name: str, scales) -> str:
     """
     import av
 
-    from slowfast.dataprep.demo.writers import write_jpeg_frames
+    from workshop.dataprep.demo.writers import write_jpeg_frames
 
     folder = f"videos/{name}"
     done = os.path.join(out, folder, ".complete")
@@ -230,8 +230,8 @@ def make_footage(
     Returns:
         list: the clip files written (existing ones are kept).
     """
-    from slowfast.dataprep.demo.writers import write_kinetics_list
     from slowfast.datasets.renditions.layout import DEFAULT_SCALES, write_renditions
+    from workshop.dataprep.demo.writers import write_kinetics_list
 
     written = []
     frame_root = os.path.join(out, "frames")
@@ -272,7 +272,7 @@ def make_footage(
 
 def _frame_clip(out: str, spec: FootageSpec, scales, seed: int, index: int) -> str:
     """Renders clip ``index`` into ``out/videos/footageNNNNN`` (and renditions)."""
-    from slowfast.dataprep.demo.writers import write_jpeg_frames
+    from workshop.dataprep.demo.writers import write_jpeg_frames
 
     folder = f"videos/footage{index:05d}"
     frames = render(seed * 100003 + index, spec)
@@ -312,12 +312,12 @@ def make_frame_footage(
     Returns:
         int: the clips listed in ``train.csv``.
     """
-    from slowfast.dataprep.demo.generate import _map_videos
-    from slowfast.dataprep.demo.writers import write_kinetics_list
     from slowfast.datasets.renditions.layout import write_renditions
+    from workshop.dataprep.demo.generate import _map_videos
+    from workshop.dataprep.demo.writers import write_kinetics_list
 
     manifest = os.path.join(out, "footage.json")
-    params = {"num_clips": num_clips, "repeats": repeats, "seed": seed}
+    params: Dict[str, Any] = {"num_clips": num_clips, "repeats": repeats, "seed": seed}
     params.update(classes=classes, spec=asdict(spec), scales=list(scales))
     if os.path.isfile(manifest):
         with open(manifest) as handle:

@@ -33,23 +33,23 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 from fvcore.common.config import CfgNode
 
-from slowfast.bench.model_step import (
-    Shape,
-    base_shape_index,
-    run_shapes,
-    synthetic_batch,
-)
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.graphed_step import GraphedTrainStep
 from slowfast.engine.precise_bn import update_bn_stats_in_place
-from slowfast.engine.runtime import autocast_factory, make_grad_scaler
+from slowfast.engine.precision import autocast_factory, make_grad_scaler
 from slowfast.engine.step import TrainStep
-from slowfast.models import build_model
+from slowfast.models import build_model, describe_model
 from slowfast.models.memory_format import choose_channels_last
 from slowfast.models.norm import set_bn_splits
 from slowfast.solver.losses import get_loss_func
 from slowfast.solver.optimizer import construct_optimizer
 from slowfast.utils.distributed import RunContext, get_device
+from workshop.bench.model_step import (
+    Shape,
+    base_shape_index,
+    run_shapes,
+    synthetic_batch,
+)
 
 # Relative L2 differences allowed, by the autocast of the run (fp32: GPU
 # convolutions run in TF32 by default, and atomics differ in the last bits).
@@ -154,7 +154,9 @@ def _changes(after: dict, before: dict) -> Dict[str, List[torch.Tensor]]:
 def build_steps(cfg: CfgNode, graphed_class: Callable = GraphedTrainStep) -> tuple:
     """The eager step and the ``graphed_class`` step, on two equal models."""
     ctx = RunContext(device=get_device(cfg))
-    model = convert_to_sub_bn(build_model(cfg, choose_channels_last(cfg)))
+    model = convert_to_sub_bn(
+        build_model(cfg, choose_channels_last(cfg, describe_model(cfg)))
+    )
     model = model.to(ctx.device).train()
     twin = copy.deepcopy(model)
 

@@ -15,7 +15,8 @@ import textwrap
 
 import pytest
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.helpers.tool_utils import REPO_ROOT
+
 TOOL = os.path.join(REPO_ROOT, "tools", "dev", "benchmark_reference.py")
 CFG = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.yaml")
 

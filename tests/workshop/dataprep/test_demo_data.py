@@ -13,10 +13,10 @@ import pytest
 import torch
 from PIL import Image
 
-from slowfast.dataprep.demo import MANIFEST, NUM_CLASSES, get_spec, make_demo_data
-from slowfast.dataprep.demo.digits import load_digit_bank
-from slowfast.dataprep.demo.render import place_sprite
 from tests.helpers.tool_utils import REPO_ROOT, load_tool, tool_path
+from workshop.dataprep.demo import MANIFEST, NUM_CLASSES, get_spec, make_demo_data
+from workshop.dataprep.demo.digits import load_digit_bank
+from workshop.dataprep.demo.render import place_sprite
 
 TOOL = tool_path("make_demo_data.py")
 

@@ -13,7 +13,7 @@ import os
 import shutil
 from typing import Sequence
 
-from slowfast.dataprep.prepare.common import (
+from workshop.dataprep.prepare.common import (
     Prepared,
     index_files,
     run_items,
@@ -37,8 +37,8 @@ def prepare(
     renditions: Sequence[float] = (),
 ) -> Prepared:
     """Prepares SSv2: frames, frame lists, renditions and the JSON files."""
-    from slowfast.dataprep.demo.writers import frame_list_rows, write_frame_list
     from slowfast.datasets.renditions.layout import write_renditions
+    from workshop.dataprep.demo.writers import frame_list_rows, write_frame_list
 
     os.makedirs(out, exist_ok=True)
     for name in JSONS.values():

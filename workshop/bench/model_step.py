@@ -17,7 +17,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import ContextManager, Dict, List, Optional, Sequence
+from typing import Any, ContextManager, Dict, List, Optional, Sequence, cast
 
 import torch
 from fvcore.common.config import CfgNode
@@ -25,13 +25,13 @@ from fvcore.common.config import CfgNode
 from slowfast.config.derived import per_process_batch
 from slowfast.engine.bn_grouping import convert_to_sub_bn
 from slowfast.engine.graphed_step import GraphedTrainStep
-from slowfast.engine.runtime import autocast_factory, make_grad_scaler
+from slowfast.engine.precision import autocast_factory, make_grad_scaler
 from slowfast.engine.step import TrainStep as Step
 from slowfast.models import build_model, describe_model
 from slowfast.models.memory_format import choose_channels_last
 from slowfast.models.model_stats import gflops
 from slowfast.models.norm import set_bn_splits
-from slowfast.multigrid.fields import short_cycle_factors
+from slowfast.multigrid.from_config import short_cycle_factors
 from slowfast.multigrid.shapes import (
     batch_factor,
     bn_layout,
@@ -97,7 +97,12 @@ def multigrid_shapes(cfg: CfgNode) -> List[Shape]:
     for i, (t, s) in enumerate(long):
         size = process_batch(cfg, batch_factor(t, s, base_t, base_s))
         shapes.append(Shape(f"long {i + 1}/{len(long)}", t, s, size, splits(size)))
-    crops = short_cycle_crops(short_cycle_factors(cfg), "absolute", base_s, base_s)
+    crops = short_cycle_crops(
+        short_cycle_factors(cfg, describe_model(cfg).spatial_stride),
+        "absolute",
+        base_s,
+        base_s,
+    )
     base_splits = splits(process_batch(cfg, 1))
     for i, s in enumerate(crops):
         size = process_batch(cfg, batch_factor(base_t, s, base_t, base_s))
@@ -120,7 +125,7 @@ def run_shapes(cfg: CfgNode) -> List[Shape]:
     base_t, base_s = cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
     mg = cfg.MULTIGRID
     seen = {(s.frames, s.crop, s.batch, s.bn_splits) for s in shapes}
-    factors = short_cycle_factors(cfg)
+    factors = short_cycle_factors(cfg, describe_model(cfg).spatial_stride)
     for long in shapes[: len(mg.LONG_CYCLE_FACTORS)]:
         crops = short_cycle_crops(factors, mg.SHORT_CYCLE_CROP_MODE, base_s, long.crop)
         for j, crop in enumerate(crops):
@@ -158,11 +163,11 @@ def compile_limits(graphs: int) -> ContextManager:
     (torch's default keeps 8).
     """
     config = torch._dynamo.config
-    limits = {"cache_size_limit": graphs}
+    limits: Dict[str, Any] = {"cache_size_limit": graphs}
     more = {"accumulated_cache_size_limit": max(graphs, 256)}
     more["fail_on_cache_limit_hit"] = True
     limits.update((k, v) for k, v in more.items() if hasattr(config, k))  # older torch
-    return config.patch(**limits)
+    return config.patch(limits)
 
 
 class TimedStep:
@@ -200,7 +205,7 @@ class TimedStep:
         if mode == "graphs" and self.device.type != "cuda":
             raise ValueError("CUDA graphs need a GPU (NUM_GPUS > 0)")
         self.model = convert_to_sub_bn(
-            build_model(cfg, choose_channels_last(cfg)).train()
+            build_model(cfg, choose_channels_last(cfg, describe_model(cfg))).train()
         ).to(self.device)
         optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3, momentum=0.9)
         if precision is None:
@@ -213,7 +218,12 @@ class TimedStep:
             fp16_gpu = dtype == torch.float16 and self.device.type == "cuda"
             scaler = torch.amp.GradScaler("cuda") if fp16_gpu else None
         compiled = mode == "compile"
-        net = torch.compile(self.model, dynamic=False) if compiled else self.model
+        # torch.compile of a module returns a module (its stubs say a callable).
+        net = (
+            cast(torch.nn.Module, torch.compile(self.model, dynamic=False))
+            if compiled
+            else self.model
+        )
         step_class = GraphedTrainStep if mode == "graphs" else Step
         self.step = step_class(
             net,
@@ -370,7 +380,8 @@ def model_rows(
     with compile_limits(max(8, 2 * len(shapes) * compiled)):
         times = time_steps(cfg, steps, shapes, warmup, iters)
     base = base_shape_index(cfg, shapes)
-    picked = "channels_last_3d" if choose_channels_last(cfg) else "contiguous"
+    fast = choose_channels_last(cfg, describe_model(cfg))
+    picked = "channels_last_3d" if fast else "contiguous"
     rows = []
     for j, variant in enumerate(variants):
         base_rate = shapes[base].batch * flops[base] / statistics.median(times[base, j])

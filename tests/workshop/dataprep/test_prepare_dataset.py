@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from slowfast.config import load_config
-from slowfast.dataprep.demo.writers import write_jpeg_frames, write_mp4
 from tests.conftest import REPO_ROOT
+from workshop.dataprep.demo.writers import write_jpeg_frames, write_mp4
 
 TOOL = os.path.join(REPO_ROOT, "tools", "prepare_dataset.py")
 DEMO = os.path.join(REPO_ROOT, "configs", "Demo")

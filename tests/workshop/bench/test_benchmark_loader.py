@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from slowfast.config import load_config
-from slowfast.dataprep.demo import make_demo_data
 from tests.helpers.tool_utils import REPO_ROOT, load_tool, tool_path
+from workshop.dataprep.demo import make_demo_data
 
 TOOL = tool_path("benchmark_loader.py")
 DEMO = os.path.join(REPO_ROOT, "configs", "Demo")
@@ -46,8 +46,8 @@ def test_multigrid_shapes_follow_the_long_and_short_cycle():
     ],
 )
 def test_run_shapes_are_every_batch_a_multigrid_run_trains(layout, procs):
-    from slowfast.bench.model_step import run_shapes
     from slowfast.multigrid import MultigridSchedule
+    from workshop.bench.model_step import run_shapes
 
     config = os.path.join(
         REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.yaml"
@@ -278,10 +278,10 @@ def test_model_rows_time_the_trainers_step_eager_and_compiled(monkeypatch):
     graph and no silent fallback to eager."""
     import torch
 
-    from slowfast.bench import model_step as benchmark
     from slowfast.engine.loop import StepStats
     from slowfast.engine.step import TrainStep as Step
     from slowfast.models.norm import SubBatchNorm3d
+    from workshop.bench import model_step as benchmark
 
     compiled, splits_seen = [], []
 

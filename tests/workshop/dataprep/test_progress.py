@@ -3,8 +3,8 @@ line per tenth of the work in a log."""
 
 import io
 
-from slowfast.dataprep.prepare import common
-from slowfast.dataprep.prepare.common import ProgressLine, run_items
+from workshop.dataprep.prepare import common
+from workshop.dataprep.prepare.common import ProgressLine, run_items
 
 
 class _Terminal(io.StringIO):

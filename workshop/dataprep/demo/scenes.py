@@ -15,8 +15,8 @@ from typing import List, Tuple
 import numpy as np
 import torch
 
-from slowfast.dataprep.demo.digits import NUM_DIGIT_CLASSES, DigitBank, upscale_digit
-from slowfast.dataprep.demo.render import (
+from workshop.dataprep.demo.digits import NUM_DIGIT_CLASSES, DigitBank, upscale_digit
+from workshop.dataprep.demo.render import (
     background,
     bounce,
     composite,
@@ -24,7 +24,7 @@ from slowfast.dataprep.demo.render import (
     moving_blobs,
     place_sprite,
 )
-from slowfast.dataprep.demo.specs import SSV2_TEMPLATES, LayoutSpec
+from workshop.dataprep.demo.specs import SSV2_TEMPLATES, LayoutSpec
 
 Layer = Tuple[torch.Tensor, torch.Tensor]
 

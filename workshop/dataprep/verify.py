@@ -12,10 +12,11 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple, Type
 
 from fvcore.common.config import CfgNode
 
+from slowfast.datasets.base import VideoDataset
 from slowfast.datasets.build import dataset_class, dataset_name
 from slowfast.datasets.decoding.decoder import DecodeError, check_complete, scan_video
 from slowfast.datasets.decoding.frames import list_frame_dir, load_image
@@ -160,7 +161,7 @@ def verify_split(
     return report
 
 
-def _split_files(dataset: type, cfg: CfgNode, split: str) -> List[str]:
+def _split_files(dataset: Type[VideoDataset], cfg: CfgNode, split: str) -> List[str]:
     """The dataset's annotation files of a split ([""] when it names none)."""
     try:
         return list(dataset.split_files(cfg, split)) or [""]

@@ -15,7 +15,6 @@ import pytest
 import torch
 from PIL import Image
 
-from slowfast.dataprep.demo.footage import FootageSpec, make_footage
 from slowfast.datasets import SamplingGrid, build_dataset
 from slowfast.datasets.decoding.decoder import decode_pyav, decode_video
 from slowfast.datasets.decoding.frames import image_size, load_image
@@ -29,6 +28,7 @@ from slowfast.datasets.renditions.layout import (
 from tests.helpers.rendition_utils import SCALES, clip_cfg
 from tests.helpers.tool_utils import REPO_ROOT, tool_path
 from tests.helpers.video_utils import frame_index, write_video
+from workshop.dataprep.demo.footage import FootageSpec, make_footage
 
 
 def run_tool(name: str, *args: str) -> subprocess.CompletedProcess:
@@ -148,7 +148,7 @@ def test_prepare_dataset_rendition_options(footage, tmp_path):
 def test_verify_reports_a_missing_rendition(footage, tmp_path):
     import shutil
 
-    from slowfast.dataprep.verify import verify_split
+    from workshop.dataprep.verify import verify_split
 
     root = tmp_path / "prepared"
     shutil.copytree(footage / "prepared", root)
@@ -204,7 +204,7 @@ def test_add_renditions_to_a_dataset_prepared_elsewhere(footage, tmp_path, backe
 
 
 def test_frames_extracted_before_get_their_renditions(tmp_path):
-    from slowfast.dataprep.prepare.common import video_to_frames
+    from workshop.dataprep.prepare.common import video_to_frames
 
     write_video(str(tmp_path / "v.mp4"), 6, 96, 64)
     item = ("v", str(tmp_path / "v.mp4"), str(tmp_path / "out"), 30.0, "{:06d}.jpg")

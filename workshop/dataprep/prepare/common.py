@@ -6,10 +6,11 @@ import sys
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 import av
 import numpy as np
+from av.video.stream import VideoStream
 
 # An item's work returns ("done" | "skipped", result) or raises; failures are
 # (item id, reason) pairs.
@@ -84,6 +85,9 @@ class ProgressLine:
             self.stream.flush()
 
 
+_Result = TypeVar("_Result")
+
+
 def _is_terminal(stream) -> bool:
     isatty = getattr(stream, "isatty", None)
     if isatty is None:
@@ -96,11 +100,11 @@ def _is_terminal(stream) -> bool:
 
 def run_items(
     items: Sequence[tuple],
-    fn: Callable[[tuple], object],
+    fn: Callable[[tuple], _Result],
     workers: int,
     label: str,
     stream=sys.stderr,
-) -> Tuple[List[object], List[Failure]]:
+) -> Tuple[List[Optional[_Result]], List[Failure]]:
     """Runs ``fn(item)`` for every item (``item[0]`` is its id) with a progress line.
 
     Args:
@@ -153,8 +157,10 @@ def even(value: float) -> int:
     return max(2, int(round(value / 2.0)) * 2)
 
 
-def short_side_size(width: int, height: int, short: int) -> Tuple[int, int]:
-    """(width, height) scaled so that the short side is ``short`` (even sizes)."""
+def even_scaled_size(width: int, height: int, short: int) -> Tuple[int, int]:
+    """(width, height) scaled so that the short side is ``short``, each rounded
+    to an even size for the encoder (unlike ``datasets.transforms.short_side_size``,
+    the loader's resize, which floors the long side)."""
     scale = short / min(width, height)
     return even(width * scale), even(height * scale)
 
@@ -178,9 +184,9 @@ def decode_rgb(path: str, fps: Optional[float] = None) -> Tuple[np.ndarray, floa
         raise ValueError(f"{path}: no video frames")
     if fps is None:
         return np.stack(frames), rate
-    times = np.asarray(times) - times[0]
-    count = max(1, int(np.floor(times[-1] * fps + 1e-6)) + 1)
-    picks = np.searchsorted(times, np.arange(count) / fps + 1e-6, side="right") - 1
+    elapsed = np.asarray(times) - times[0]
+    count = max(1, int(np.floor(elapsed[-1] * fps + 1e-6)) + 1)
+    picks = np.searchsorted(elapsed, np.arange(count) / fps + 1e-6, side="right") - 1
     return np.stack([frames[max(0, i)] for i in picks]), float(fps)
 
 
@@ -210,6 +216,7 @@ def _open_output(path: str, codec: str, rate, size, gop: int, original=None):
     if codec == "libx264":
         options.update(PREPARED_X264)
     stream = out.add_stream(codec, rate=rate, options=options)
+    assert isinstance(stream, VideoStream)  # codec is a video codec
     stream.width, stream.height = size
     stream.pix_fmt = "yuv420p"
     return out, stream
@@ -250,7 +257,7 @@ def _write_outputs(src: str, plan) -> None:
     """Encodes ``plan``'s outputs from ``src`` and moves them in place, the
     first listed last (once it exists, the others do); no partial files are
     left behind."""
-    from slowfast.dataprep.demo.writers import pick_codec
+    from workshop.dataprep.demo.writers import pick_codec
 
     outputs: list = []
     try:
@@ -293,7 +300,7 @@ def reencode(
     os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
 
     def plan(width: int, height: int):
-        full = short_side_size(width, height, short)
+        full = even_scaled_size(width, height, short)
         rest = _rendition_targets(dst, full, renditions, rendition_gop_seconds)
         return [(dst, full, gop_seconds, None)] + rest
 
@@ -331,7 +338,9 @@ def add_video_renditions(
     )
 
 
-def _rendition_targets(dst: str, full, scales, gop_seconds: float) -> list:
+def _rendition_targets(
+    dst: str, full: Tuple[int, int], scales: Sequence[float], gop_seconds: float
+) -> list:
     from slowfast.datasets.renditions.layout import rendition_path, scaled_size
 
     return [
@@ -343,7 +352,7 @@ def _rendition_targets(dst: str, full, scales, gop_seconds: float) -> list:
 def index_files(root: str, extensions: Sequence[str]) -> dict:
     """Every file under ``root`` with one of ``extensions``, by its name
     without extension (the first found wins)."""
-    found = {}
+    found: Dict[str, str] = {}
     for folder, _, names in os.walk(root):
         for name in sorted(names):
             stem, ext = os.path.splitext(name)
@@ -366,7 +375,7 @@ def video_to_frames(item: tuple) -> List[str]:
     Returns:
         list[str]: the frame paths relative to the output folder.
     """
-    from slowfast.dataprep.demo.writers import write_jpeg_frames
+    from workshop.dataprep.demo.writers import write_jpeg_frames
 
     video_id, src, out, fps, pattern, scales = item
     folder = f"frames/{video_id}"
@@ -399,9 +408,9 @@ def add_frame_renditions(
     """
     from PIL import Image
 
-    from slowfast.dataprep.demo.writers import save_jpeg_rendition
     from slowfast.datasets.decoding.frames import load_image
     from slowfast.datasets.renditions.layout import rendition_path
+    from workshop.dataprep.demo.writers import save_jpeg_rendition
 
     todo = [
         (p, s)

@@ -6,14 +6,14 @@ Charades (JPEG frames + multi-label frame lists) data. See
 ``tools/make_demo_data.py`` and DATASET.md.
 """
 
-from slowfast.dataprep.demo.generate import (
+from workshop.dataprep.demo.generate import (
     MANIFEST,
     LayoutSummary,
     make_demo_data,
     make_layout,
     video_rng,
 )
-from slowfast.dataprep.demo.specs import (
+from workshop.dataprep.demo.specs import (
     LAYOUTS,
     NUM_CLASSES,
     SIZES,
