@@ -25,6 +25,9 @@ import os
 import sys
 from typing import List, Optional
 
+# The workshop package is not installed: it lies at the repository root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parses the command line (config overrides may sit among the options)."""
@@ -84,12 +87,12 @@ def training_items(cfg, scales) -> list:
 
 
 def _add(item) -> str:
-    from slowfast.dataprep.prepare.common import (
+    from slowfast.datasets.decoding.frames import list_frame_dir
+    from slowfast.datasets.renditions.layout import rendition_path
+    from workshop.dataprep.prepare.common import (
         add_frame_renditions,
         add_video_renditions,
     )
-    from slowfast.datasets.decoding.frames import list_frame_dir
-    from slowfast.datasets.renditions.layout import rendition_path
 
     _, kind, paths, scales = item
     if kind == "folder":  # listed here: a bad folder fails this item only
@@ -108,10 +111,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    from slowfast.dataprep.prepare.common import run_items, write_failures
     from slowfast.datasets.lists import DataError
     from slowfast.datasets.renditions.layout import write_renditions
     from slowfast.launch.config import load_run_config
+    from workshop.dataprep.prepare.common import run_items, write_failures
 
     cfg = load_run_config([args.cfg], args.opts)
     data_dir = cfg.DATA.PATH_TO_DATA_DIR

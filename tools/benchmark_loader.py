@@ -15,7 +15,7 @@ sample of items is also timed in-process, split into decode and transform.
 statistics, backward, SGD update) per shape, alone and fed by the loader
 (loader workers and model share the CPU); alone, with its FLOP rate and
 efficiency relative to the base shape, eager, compiled or CUDA-graphed
-(``--step``; see ``slowfast/bench/model_step.py``). ``--model-only`` times the
+(``--step``; see ``workshop/bench/model_step.py``). ``--model-only`` times the
 model alone, on synthetic batches: no data needed. The model runs where the
 trainer runs it (GPU 0 when NUM_GPUS > 0, with TRAIN.MIXED_PRECISION as in
 training); ``--bn sub,plain`` compares multigrid's sub-batch BN with one BN
@@ -36,18 +36,25 @@ import json
 import os
 import sys
 from dataclasses import asdict
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sized, cast
+
+# The workshop package is not installed: it lies at the repository root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch
 from fvcore.common.config import CfgNode
 
-from slowfast.bench.capacity import (
+from slowfast.datasets import SamplingGrid, construct_loader
+from slowfast.datasets.renditions.layout import suffix
+from slowfast.launch.config import load_run_config
+from slowfast.utils.table import format_table
+from workshop.bench.capacity import (
     CAPACITY_HEADERS,
     ShapeLoad,
     capacity_rows,
     workers_needed,
 )
-from slowfast.bench.loader_timing import (
+from workshop.bench.loader_timing import (
     Batches,
     ShapeSwitch,
     prefill_cache,
@@ -55,7 +62,7 @@ from slowfast.bench.loader_timing import (
     time_stages,
     torch_threads,
 )
-from slowfast.bench.model_step import (
+from workshop.bench.model_step import (
     MEMORY_FORMATS,
     MODEL_HEADERS,
     PRECISIONS,
@@ -67,10 +74,6 @@ from slowfast.bench.model_step import (
     multigrid_shapes,
     run_shapes,
 )
-from slowfast.datasets import SamplingGrid, construct_loader
-from slowfast.datasets.renditions.layout import suffix
-from slowfast.launch.config import load_run_config
-from slowfast.utils.table import format_table
 
 
 def _int_list(text: str) -> List[int]:
@@ -234,7 +237,7 @@ def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
     batches = Batches(loader)
     for shape in shapes:
         row = [cache, workers, shape.kind, shape.frames, shape.crop, shape.batch]
-        if shape.batch > len(loader.dataset):
+        if shape.batch > len(cast(Sized, loader.dataset)):
             loader_rows.append(row + ["(batch > dataset)"])
             continue
         switch.shape = shape

@@ -47,7 +47,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     from slowfast.checkpoint.files import CheckpointError
-    from slowfast.checkpoint.io import load_checkpoint
+    from slowfast.checkpoint.load import load_checkpoint
     from slowfast.checkpoint.save import save_weights
     from slowfast.models import build_model
 

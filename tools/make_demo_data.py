@@ -12,7 +12,7 @@ Examples:
 
 ``--footage N`` writes Kinetics-like downloads instead of Moving Digits (N
 training and N/4 validation clips: short side 256, 10 s, 30 fps, textured,
-moving camera, H.264 as downloaded; ``slowfast/dataprep/demo/footage.py``) in
+moving camera, H.264 as downloaded; ``workshop/dataprep/demo/footage.py``) in
 the official layout (``annotations/``, ``downloads/``), for
 ``tools/prepare_dataset.py kinetics`` and the loader benchmark, and the same
 clips as JPEG frame folders with renditions (``frames/``, a Kinetics dataset
@@ -21,11 +21,15 @@ for ``DATA.DECODING_BACKEND frames``).
 
 import argparse
 import logging
+import os
 import sys
 from typing import List, Optional
 
-from slowfast.dataprep.demo import LAYOUTS, SIZES, make_demo_data
-from slowfast.dataprep.demo.specs import get_spec
+# The workshop package is not installed: it lies at the repository root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from workshop.dataprep.demo import LAYOUTS, SIZES, make_demo_data
+from workshop.dataprep.demo.specs import get_spec
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -84,7 +88,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     if args.footage > 0:
-        from slowfast.dataprep.demo.footage import make_footage
+        from workshop.dataprep.demo.footage import make_footage
 
         files = make_footage(
             args.out, args.footage, max(1, args.footage // 4), args.seed

@@ -29,15 +29,14 @@ import argparse
 import json
 import os
 import sys
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from slowfast.config.derived import global_batch_size
-from slowfast.engine.builders import build_schedule
 from slowfast.launch.config import load_run_config
 from slowfast.models.model_stats import clip_gflops_fn
-from slowfast.multigrid import report
+from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.periods import PeriodicWork, estimated_share
-from slowfast.multigrid.report import format_table
+from slowfast.multigrid.report import schedule_table
 from slowfast.utils import table
 from slowfast.utils.distributed import num_processes
 
@@ -126,7 +125,7 @@ def periodic_work(cfg, schedule, dataset_size: int, val_size: int) -> dict:
     precise = bool(cfg.BN.USE_PRECISE_STATS)
     crop_ratio = (cfg.DATA.TEST_CROP_SIZE / cfg.DATA.TRAIN_CROP_SIZE) ** 2
     val_iters = val_size / global_batch_size(cfg) * crop_ratio
-    out = {}
+    out: Dict[str, Any] = {}
     for arm, iters in (
         ("run", schedule.total_iters(dataset_size)),
         ("baseline", schedule.baseline_iters(dataset_size)),
@@ -280,7 +279,7 @@ def main(argv: Optional[list] = None) -> int:
         cfg = load_run_config(args.cfg_files, args.opts)
         num_procs = args.num_procs or num_processes(cfg)
         # The trainer's checks: the model's stride and fewest frames.
-        schedule = build_schedule(cfg, num_procs)
+        schedule = MultigridSchedule.from_cfg(cfg, num_procs)
         if args.min_crop is not None:
             schedule.validate(min_crop=args.min_crop)
     except ValueError as err:
@@ -321,7 +320,7 @@ def main(argv: Optional[list] = None) -> int:
         "batch = global clips at the long-cycle shape; LR without warm-up"
         + (f"; {gflops_fn(frames, crop):.1f} GFLOPs per base clip" if gflops_fn else "")
     )
-    print(format_table(schedule, args.dataset_size, gflops_fn))
+    print(schedule_table(schedule, args.dataset_size, gflops_fn))
     print()
     print(format_work(work, cfg))
     print()

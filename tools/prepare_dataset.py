@@ -41,6 +41,8 @@ CONFIGS = {
     "charades": "configs/Charades/SLOWFAST_16x8_R50.yaml",
 }
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The workshop package is not installed: it lies at the repository root.
+sys.path.insert(0, REPO)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -99,8 +101,8 @@ def _renditions(parser, text: str) -> List[float]:
 
 def verify(cfg_file: str, out: str, dataset: str, splits: List[str]) -> int:
     """Checks the prepared splits; returns the number of problems."""
-    from slowfast.dataprep.verify import print_reports, verify_split
     from slowfast.launch.config import load_run_config
+    from workshop.dataprep.verify import print_reports, verify_split
 
     opts = ["DATA.PATH_TO_DATA_DIR", out, "DATA.PATH_PREFIX", out, "NUM_GPUS", "0"]
     opts += ["TRAIN.DATASET", dataset, "TEST.DATASET", dataset]
@@ -114,8 +116,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    from slowfast.dataprep.prepare import charades, kinetics, ssv2
-    from slowfast.dataprep.prepare.common import write_failures
+    from workshop.dataprep.prepare import charades, kinetics, ssv2
+    from workshop.dataprep.prepare.common import write_failures
 
     for option, folder in (
         ("--annotations", args.annotations),

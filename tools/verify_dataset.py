@@ -15,10 +15,13 @@ import os
 import sys
 from typing import Optional, Sequence
 
+# The workshop package is not installed: it lies at the repository root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from slowfast.config import ConfigError
-from slowfast.dataprep.verify import default_splits, print_reports, verify_split
 from slowfast.launch.config import load_run_config
 from slowfast.launch.parser import reject_options_among_overrides
+from workshop.dataprep.verify import default_splits, print_reports, verify_split
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

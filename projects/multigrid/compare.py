@@ -7,7 +7,7 @@ BASELINE_DIR is a folder of kept results (``results/multigrid_study/<study>``)
 holding the baseline's runs; each ``NAME=DIR`` adds another folder's runs
 under the arm name ``NAME`` (for example the same recipe with one key changed:
 a sweep of ``MULTIGRID.SHORT_CYCLE_FACTORS`` run as one study per value). The
-table is the study's own (``multigrid_study.results.format_table``): each arm's
+table is the study's own (``multigrid_study.results.markdown_table``): each arm's
 mean with its 95% interval over seeds, and its difference to the baseline
 paired by seed (same seed, same test videos). Runs made with another test set
 than the baseline's are refused, so that only paired results are compared.
@@ -26,7 +26,7 @@ from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multigrid_study.archive import load_kept  # noqa: E402
-from multigrid_study.results import aggregate, format_table, metric_key  # noqa: E402
+from multigrid_study.results import aggregate, markdown_table, metric_key  # noqa: E402
 
 
 def combine(
@@ -80,7 +80,7 @@ def main(argv: Optional[list] = None) -> int:
         return 2
     multi_label = any(r.get("test_map") is not None for r in results)
     rows = aggregate(results, metric_key(multi_label))
-    print(format_table(rows, multi_label, args.reference), end="")
+    print(markdown_table(rows, multi_label, args.reference), end="")
     return 0
 
 

@@ -68,7 +68,7 @@ import argparse
 import os
 import shlex
 import sys
-from typing import Optional
+from typing import List, Optional
 
 from slowfast.config.derived import stop_signals
 from slowfast.launch.config import load_run_config
@@ -273,7 +273,8 @@ def _run_all(
         tuple: the names of the runs that failed, and the ``StudyStopped``
         that stopped the study (None when every run was tried).
     """
-    failed, total, code = [], len(planned), code_version(REPO_ROOT)
+    failed: List[str] = []
+    total, code = len(planned), code_version(REPO_ROOT)
     for i, p in enumerate(planned, 1):
         label = f"[{i}/{total}] {p.run.arm} budget {p.run.budget} seed {p.run.seed}"
         if p.run in results:

@@ -180,7 +180,11 @@ def replace_expectations(text: str, expected: Dict[str, str]) -> str:
         pattern = re.compile(rf"(^  {re.escape(config)}:\n    expect: ).*$", re.M)
         if not pattern.search(text):
             raise ValueError(f"docs/model_zoo.yaml: no demo entry {config}")
-        text = pattern.sub(lambda m, line=line: m.group(1) + line, text, count=1)
+
+        def keep_key(m: re.Match[str], line: str = line) -> str:
+            return m.group(1) + line
+
+        text = pattern.sub(keep_key, text, count=1)
     return text
 
 

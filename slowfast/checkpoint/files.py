@@ -9,7 +9,7 @@ checkpoints). Lists sort mid-epoch checkpoints inside their epoch.
 import os
 import re
 import time
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from iopath.common.file_io import g_pathmgr
 from torch import nn
@@ -23,7 +23,13 @@ _NAME_RE = re.compile(r"^checkpoint_epoch_(\d+)(?:_iter_(\d+))?\.pyth$")
 
 
 STATE_KEYS = ("model_state", "optimizer_state", "scaler_state")
-RESERVED_KEYS = ("epoch", "cfg", "iteration_in_epoch", "fingerprint", "checksum")
+RESERVED_KEYS: Tuple[str, ...] = (
+    "epoch",
+    "cfg",
+    "iteration_in_epoch",
+    "fingerprint",
+    "checksum",
+)
 RESERVED_KEYS += STATE_KEYS
 
 
@@ -148,12 +154,18 @@ def prune_mid_epoch_checkpoints(
     if keep is None:
         keep = paths[-1] if paths else None
     limit = checkpoint_position(keep) if keep else None
+
+    def older(path: str) -> bool:
+        position = checkpoint_position(path)
+        assert position is not None  # a mid-epoch checkpoint's name
+        return limit is None or position < limit
+
     removed = [
         p
         for p in paths
         if is_mid_epoch_checkpoint(p)
         and os.path.basename(p) != os.path.basename(keep or "")
-        and (limit is None or checkpoint_position(p) < limit)
+        and older(p)
     ]
     for path in removed:
         g_pathmgr.rm(path)

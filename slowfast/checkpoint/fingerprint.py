@@ -108,7 +108,7 @@ def state_checksum(*states: Any) -> str:
         if isinstance(obj, torch.Tensor):
             tensor = obj.detach().cpu().contiguous()
             digest.update(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
-            digest.update(memoryview(tensor.reshape(-1).view(torch.uint8).numpy()))
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().data)
         elif isinstance(obj, dict):
             for key in sorted(obj, key=str):
                 digest.update(repr(key).encode())

@@ -1,7 +1,7 @@
 """Fitting a checkpoint's state dict to a model: key clean-up, inflation, checks.
 
 Pure functions on state dicts (no files, no errors of their own beyond
-ValueError); ``slowfast.checkpoint.io`` turns their findings into
+ValueError); ``slowfast.checkpoint.load`` turns their findings into
 ``CheckpointError`` messages naming the file.
 
 Inflation turns a 2D kernel ``w`` (O, I, H, W) into the 3D kernel ``w / T``
@@ -117,7 +117,7 @@ def inflate_state_dict(
     names: List[str] = []
     for key, value in state.items():
         target = model_state.get(key)
-        if is_inflatable(value, target):
+        if target is not None and is_inflatable(value, target):
             inflated[key] = inflate_weight(value, target.shape[2]).to(target.dtype)
             names.append(key)
             logger.debug(

@@ -1,4 +1,4 @@
-"""Saving and loading checkpoints in the reference (PySlowFast) format.
+"""Reading and loading checkpoints in the reference (PySlowFast) format.
 
 This module reads and loads them; names and listing live in ``files.py``,
 writing in ``save.py``, Caffe2 ``.pkl`` reading in ``caffe2.py``: each is

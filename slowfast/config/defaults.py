@@ -79,7 +79,8 @@ _C.TRAIN.STOP_SIGNALS = ["SIGUSR1", "SIGUSR2", "SIGTERM"]
 _C.TRAIN.CHECKPOINT_MINUTES = 0.0
 # Replay each batch shape's forward and backward from a CUDA graph (GPU): the
 # host launches one graph per step instead of every kernel. With several
-# processes the gradients are averaged after the replay (not yet run on a GPU).
+# processes the gradients are averaged after the replay. Which GPU paths have
+# run: docs/guide/mixed-precision.md, "The GPU paths: what has run on a GPU".
 _C.TRAIN.CUDA_GRAPHS = False
 
 # ---------------------------------------------------------------------------- #

@@ -61,9 +61,8 @@ def worker_niceness(cfg: CfgNode) -> int:
     On a 2-core CPU a worker that takes a core mid-step stalls both of the
     model's threads (one is preempted, the other waits for it), most at the
     coarse multigrid shapes, whose large batches the workers fill fastest.
-    At 19 the model's threads get the cores first: those steps ran faster,
-    whole runs by less than the machine's noise (docs/benchmarks/loader.md, "Worker
-    priority"). GPU runs keep 0; the setting was not measured there.
+    At 19 the model's threads get the cores first (docs/benchmarks/loader.md,
+    "Worker priority").
 
     Args:
         cfg: the run's config.

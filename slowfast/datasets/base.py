@@ -31,7 +31,7 @@ import logging
 import os
 import random
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import torch
 from fvcore.common.config import CfgNode
@@ -49,11 +49,14 @@ from slowfast.datasets.transforms import (
     spatial_transform,
     to_clip_layout,
 )
-from slowfast.models.describe import describe_model
+from slowfast.models.describe import ModelInfo, describe_model
 
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
+
+# A clip's random source: None outside training (evaluation views are fixed).
+Rng = Optional[random.Random]
 
 
 @dataclass(frozen=True)
@@ -113,10 +116,11 @@ class ClipSpec:
 class VideoDataset(Dataset):
     """Base class of the video datasets (see the module docstring).
 
-    Subclasses implement ``_load_annotations``, ``_load_clip``,
-    ``video_path`` and ``video_label`` (and may override
-    ``num_temporal_views`` and ``_test_fraction``), and ``lists_to_verify``
-    for ``tools/verify_dataset.py``.
+    Subclasses implement ``_load_annotations`` (filling ``_paths`` and
+    ``_labels``, or overriding ``video_path`` and ``video_label``) and
+    ``_load_clip`` (and may override ``num_temporal_views`` and
+    ``_test_fraction``), and ``lists_to_verify`` for
+    ``tools/verify_dataset.py``.
 
     Args:
         cfg: the run's (frozen) config; it is only read, in ``__init__`` and
@@ -126,8 +130,19 @@ class VideoDataset(Dataset):
 
     # Consecutive failed videos after which a training item gives up.
     max_consecutive_failures = 10
+    # Per video, filled by ``_load_annotations``: its file (or frame files)
+    # and its class id(s).
+    _paths: List[Any]
+    _labels: List[Any]
     # The dataset's name in messages (the class name unless set).
     name: Optional[str] = None
+
+    if TYPE_CHECKING:
+        # The list file of a split, in the datasets that read one (a static
+        # method of theirs; ``split_files`` uses it). Not defined here: a
+        # dataset without it has no list file to check.
+        @staticmethod
+        def list_file(cfg: CfgNode, split: str) -> str: ...
 
     @property
     def display_name(self) -> str:
@@ -162,7 +177,7 @@ class VideoDataset(Dataset):
             f"{cls.__name__} defines no lists_to_verify(); the verifier cannot check it"
         )
 
-    def __init__(self, cfg: CfgNode, split: str):
+    def __init__(self, cfg: CfgNode, split: str, model: Optional[ModelInfo] = None):
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.cfg = cfg
@@ -171,7 +186,8 @@ class VideoDataset(Dataset):
         self.base_grid = SamplingGrid.from_shape(
             cfg, cfg.DATA.NUM_FRAMES, cfg.DATA.TRAIN_CROP_SIZE
         )
-        self._model = describe_model(cfg)
+        # How clips are packed for the model (pathways): the run's description.
+        self._model = describe_model(cfg) if model is None else model
         loader = cfg.DATA_LOADER
         self._threads = (
             loader.DECODE_THREADS if loader.ENABLE_MULTI_THREAD_DECODE else None
@@ -207,11 +223,7 @@ class VideoDataset(Dataset):
         raise NotImplementedError
 
     def _load_clip(
-        self,
-        video_idx: int,
-        grid: SamplingGrid,
-        fraction: Optional[float],
-        rng: Optional[random.Random],
+        self, video_idx: int, grid: SamplingGrid, fraction: Optional[float], rng: Rng
     ) -> Tuple[torch.Tensor, Any, Optional[Tuple[int, int]]]:
         """Decodes a clip: (uint8 ``[T, H, W, C]`` frames, label, geometry).
 
@@ -229,8 +241,8 @@ class VideoDataset(Dataset):
         raise NotImplementedError
 
     def video_path(self, video_idx: int) -> str:
-        """The video's file or frame folder (for messages)."""
-        raise NotImplementedError
+        """The video's file or frame folder (for messages): its ``_paths``."""
+        return self._paths[video_idx]
 
     def video_id(self, video_idx: int) -> str:
         """The video's id: its file or folder name without the extension (frame
@@ -239,8 +251,9 @@ class VideoDataset(Dataset):
         return os.path.splitext(name)[0]
 
     def video_label(self, video_idx: int) -> Any:
-        """The video's label: an int, or a multi-hot float tensor."""
-        raise NotImplementedError
+        """The video's label: an int, or a multi-hot float tensor (of the
+        class ids in ``_labels``)."""
+        return self._label(self._labels[video_idx])
 
     @property
     def num_temporal_views(self) -> int:
@@ -448,3 +461,47 @@ class VideoDataset(Dataset):
             "spatial_idx": spatial,
             "num_failed": failed,
         }
+
+
+class FrameListDataset(VideoDataset):
+    """A video dataset of frame lists (SSv2, Charades).
+
+    ``_load_annotations`` fills ``_names`` (each video's id in the list,
+    ``original_vido_id``), ``_paths`` (its frame files, in order) and
+    ``_labels`` (its class ids). Subclasses implement ``_frame_indices`` and
+    may override ``_clip_classes``.
+    """
+
+    _names: List[str]
+
+    def video_path(self, video_idx: int) -> str:
+        """The folder of the video's frames (its id when they have none)."""
+        return os.path.dirname(self._paths[video_idx][0]) or self._names[video_idx]
+
+    def video_id(self, video_idx: int) -> str:
+        """The video's id in the frame list."""
+        return self._names[video_idx]
+
+    def _frame_indices(
+        self, count: int, grid: SamplingGrid, fraction: Optional[float], rng: Rng
+    ) -> List[int]:
+        """The frames of a clip among the video's ``count`` (``_load_clip``'s
+        arguments)."""
+        raise NotImplementedError
+
+    def _clip_classes(self, video_idx: int, seq: List[int]) -> Any:
+        """The class ids of a clip of frames ``seq``: by default the video's."""
+        return self._labels[video_idx]
+
+    def _load_clip(
+        self, video_idx: int, grid: SamplingGrid, fraction: Optional[float], rng: Rng
+    ):
+        paths = self._paths[video_idx]
+        seq = self._frame_indices(len(paths), grid, fraction, rng)
+        chosen = [paths[i] for i in seq]
+        frames, geometry = self.reader.read(
+            grid,
+            self.video_path(video_idx),
+            lambda scale: self.read_frame_files(chosen, scale),
+        )
+        return frames, self._clip_classes(video_idx, seq), geometry

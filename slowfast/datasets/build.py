@@ -1,10 +1,12 @@
 """The dataset registry and its builder."""
 
 import os
+from typing import Optional
 
 from fvcore.common.config import CfgNode
 from fvcore.common.registry import Registry
 
+from slowfast.models.describe import ModelInfo
 from slowfast.utils.registry import check_registered
 
 DATASET_REGISTRY = Registry("DATASET")
@@ -12,17 +14,23 @@ DATASET_REGISTRY.__doc__ = """
 Registry of video datasets. A dataset class is registered under its class name
 (``Kinetics``, ``Ssv2``, ``Charades``) and looked up case-insensitively from the
 config's TRAIN.DATASET / TEST.DATASET (``kinetics``, ``ssv2``, ``charades``).
-It is called as ``cls(cfg, split)``.
+It is called as ``cls(cfg, split, model=...)``: ``model`` is the run's
+``ModelInfo`` (how clips are packed for the model), or None where no run
+resolved it (``VideoDataset`` then describes the configured model itself).
 """
 
 
-def build_dataset(name: str, cfg: CfgNode, split: str):
+def build_dataset(
+    name: str, cfg: CfgNode, split: str, model: Optional[ModelInfo] = None
+):
     """Builds a registered dataset.
 
     Args:
         name: dataset name, e.g. "kinetics", "ssv2" or "charades".
         cfg: the run's config.
         split: "train", "val" or "test".
+        model: the run's model description (how clips are packed); None:
+            the dataset describes the configured model itself.
 
     Returns:
         torch.utils.data.Dataset: the dataset.
@@ -30,7 +38,7 @@ def build_dataset(name: str, cfg: CfgNode, split: str):
     Raises:
         KeyError: no dataset of that name is registered.
     """
-    return dataset_class(name)(cfg, split)
+    return dataset_class(name)(cfg, split, model=model)
 
 
 def dataset_class(name: str):

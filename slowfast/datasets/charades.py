@@ -1,12 +1,11 @@
 """Charades: multi-label JPEG frame lists with per-frame class ids."""
 
 import os
-import random
 from typing import List, Optional
 
 from fvcore.common.config import CfgNode
 
-from slowfast.datasets.base import VideoDataset
+from slowfast.datasets.base import FrameListDataset, Rng
 from slowfast.datasets.build import DATASET_REGISTRY
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import (
@@ -24,7 +23,7 @@ def union(labels: List[List[int]]) -> List[int]:
 
 
 @DATASET_REGISTRY.register()
-class Charades(VideoDataset):
+class Charades(FrameListDataset):
     """Charades from frame lists (the reference's layout).
 
     ``train.csv`` / ``val.csv`` (test reads val.csv) list one frame per line,
@@ -87,12 +86,7 @@ class Charades(VideoDataset):
 
     def _load_annotations(self) -> int:
         self.source, videos, _ = self.read_list(self.cfg, self.split)
-        self._names, self._paths, self._frame_labels, self._video_labels = (
-            [],
-            [],
-            [],
-            [],
-        )
+        self._names, self._paths, self._frame_labels, self._labels = [], [], [], []
         for video in videos.values():
             for row, labels in enumerate(video.labels):
                 for label in labels:
@@ -101,39 +95,20 @@ class Charades(VideoDataset):
             self._names.append(video.name)
             self._paths.append(video.paths)
             self._frame_labels.append(video.labels)
-            self._video_labels.append(union(video.labels))
+            self._labels.append(union(video.labels))
         return len(self._paths)
-
-    def video_path(self, video_idx: int) -> str:
-        return os.path.dirname(self._paths[video_idx][0]) or self._names[video_idx]
-
-    def video_id(self, video_idx: int) -> str:
-        return self._names[video_idx]
-
-    def video_label(self, video_idx: int):
-        return self._label(self._video_labels[video_idx])
 
     def _test_fraction(self, temporal_idx: int, num_temporal: int) -> float:
         return charades_fraction(temporal_idx, num_temporal)
 
-    def _load_clip(
-        self,
-        video_idx: int,
-        grid: SamplingGrid,
-        fraction: Optional[float],
-        rng: Optional[random.Random],
-    ):
-        paths = self._paths[video_idx]
+    def _frame_indices(
+        self, count: int, grid: SamplingGrid, fraction: Optional[float], rng: Rng
+    ) -> List[int]:
         rate = grid.draw_rate(rng)
-        seq = charades_indices(len(paths), grid.num_frames, rate, fraction, rng)
-        chosen = [paths[i] for i in seq]
-        frames, geometry = self.reader.read(
-            grid,
-            self.video_path(video_idx),
-            lambda scale: self.read_frame_files(chosen, scale),
-        )
+        return charades_indices(count, grid.num_frames, rate, fraction, rng)
+
+    def _clip_classes(self, video_idx: int, seq: List[int]) -> List[int]:
+        """Training: the union over the clip's span; else the video's."""
         if self.split == "train":
-            labels = union(self._frame_labels[video_idx][seq[0] : seq[-1] + 1])
-        else:
-            labels = self._video_labels[video_idx]
-        return frames, labels, geometry
+            return union(self._frame_labels[video_idx][seq[0] : seq[-1] + 1])
+        return self._labels[video_idx]

@@ -1,12 +1,11 @@
 """Kinetics: video files listed with their class in train/val/test.csv."""
 
 import os
-import random
 from typing import Optional
 
 from fvcore.common.config import CfgNode
 
-from slowfast.datasets.base import VideoDataset
+from slowfast.datasets.base import Rng, VideoDataset
 from slowfast.datasets.build import DATASET_REGISTRY
 from slowfast.datasets.decoding.decoder import decode_clip
 from slowfast.datasets.decoding.frames import frame_names
@@ -103,18 +102,8 @@ class Kinetics(VideoDataset):
             return spec.test_crop_size
         return max(spec.train_short_side, spec.test_crop_size)
 
-    def video_path(self, video_idx: int) -> str:
-        return self._paths[video_idx]
-
-    def video_label(self, video_idx: int):
-        return self._label(self._labels[video_idx])
-
     def _load_clip(
-        self,
-        video_idx: int,
-        grid: SamplingGrid,
-        fraction: Optional[float],
-        rng: Optional[random.Random],
+        self, video_idx: int, grid: SamplingGrid, fraction: Optional[float], rng: Rng
     ):
         rate = grid.draw_rate(rng)
         target_fps = self.spec.target_fps

@@ -145,7 +145,8 @@ def read_kinetics_list(
         ValueError: (strict) a malformed line, naming file, line number, line.
     """
     _require_file(path)
-    entries, problems = [], []
+    entries: List[Tuple[str, int, int]] = []
+    problems: List[ListProblem] = []
     with open(path, "r") as f:
         for line_no, raw in enumerate(f, start=1):
             line = raw.strip()
@@ -269,7 +270,8 @@ def read_ssv2_labels(
         raise DataError(
             f"{labels_path} must hold a template->id mapping and {videos_path} a list"
         )
-    entries, problems = [], []
+    entries: List[Tuple[str, int]] = []
+    problems: List[ListProblem] = []
     for number, video in enumerate(videos, start=1):
         vid: Optional[str] = None
         try:

@@ -20,7 +20,17 @@ import logging
 import os
 import random
 import signal
-from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    Callable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Sized,
+    Tuple,
+    cast,
+)
 
 import numpy as np
 import torch
@@ -38,6 +48,7 @@ from slowfast.datasets.build import build_dataset, dataset_name
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError
 from slowfast.datasets.request import mix_seed
+from slowfast.models.describe import ModelInfo
 
 logger = logging.getLogger(__name__)
 
@@ -48,19 +59,21 @@ class PlannedBatch(NamedTuple):
     Attributes:
         size: clips of this process in the batch.
         grid: their sampling grid (None: the dataset's, from the config).
-        entry: the plan's own record of the batch, passed through untouched
-            (in training the schedule's ``IterShape``: epoch, iteration, BN
-            splits, ...), which the training hooks read from the same plan.
     """
 
     size: int
     grid: Optional[SamplingGrid]
-    entry: Any = None
 
 
-# plan_fn(epoch, shard_size) -> the epoch's batches in order (PlannedBatch, or
-# (size, grid) pairs), whose sizes sum to at most shard_size.
+# plan_fn(epoch, shard_size) -> the epoch's batches in order, whose sizes sum
+# to at most shard_size.
 PlanFn = Callable[[int, int], Sequence[PlannedBatch]]
+
+
+def clips_in_batch(batch: Sequence) -> int:
+    """Clips in a batch of this module's loaders: ``(inputs, labels, index,
+    extras)``, ``inputs`` one ``[N, C, T, H, W]`` tensor per pathway."""
+    return int(batch[0][0].shape[0])
 
 
 def fixed_plan(batch_size: int) -> PlanFn:
@@ -87,9 +100,9 @@ class GridBatchSampler(Sampler):
     Args:
         sampler: yields this process's indices for the epoch (has
             ``set_epoch``, e.g. a ``DistributedSampler``).
-        plan_fn: ``(epoch, shard_size) -> [PlannedBatch]`` (or ``(size,
-            grid)`` pairs), the epoch's batches in order; a pure function in
-            training (the schedule hook reads the same plan).
+        plan_fn: ``(epoch, shard_size) -> [PlannedBatch]``, the epoch's
+            batches in order; in training the schedule's (whose shapes the
+            schedule hook reads for the same iterations).
         seed: RNG_SEED, mixed with the epoch and index into each item's seed.
     """
 
@@ -259,20 +272,23 @@ def construct_loader(
     num_procs: int = 1,
     rank: int = 0,
     dataset: Optional[Dataset] = None,
+    model: Optional[ModelInfo] = None,
 ) -> DataLoader:
     """Builds the data loader of a split for one process.
 
     Args:
         cfg: the run's config (TRAIN.DATASET for train/val, TEST.DATASET for test).
         split: "train", "val" or "test".
-        plan_fn: training only: ``(epoch, shard_size) -> [(per-process
-            batch, grid)]``; None: whole batches of TRAIN.BATCH_SIZE /
+        plan_fn: training only: ``(epoch, shard_size) -> [PlannedBatch]``;
+            None: whole batches of TRAIN.BATCH_SIZE /
             num_procs at the config's shape.
         num_procs: number of training processes (shards).
         rank: this process's rank.
         dataset: the split's dataset, already built (e.g. another loader's
             ``dataset``: the precise-BN loader shares the training loader's,
             so the split's annotations are read once); None builds it.
+        model: the run's model description, for the dataset built here
+            (``build_dataset``).
 
     Returns:
         DataLoader: yields ``(inputs, labels, indices, extras)`` with inputs a
@@ -285,7 +301,7 @@ def construct_loader(
     if not 0 <= rank < num_procs:
         raise ValueError(f"rank {rank} out of range for {num_procs} processes")
     if dataset is None:
-        dataset = build_dataset(dataset_name(cfg, split), cfg, split)
+        dataset = build_dataset(dataset_name(cfg, split), cfg, split, model)
     workers = cfg.DATA_LOADER.NUM_WORKERS
     stops = stop_signals(cfg)
     common = dict(
@@ -300,8 +316,9 @@ def construct_loader(
             global_batch_size(cfg), num_procs, "TRAIN.BATCH_SIZE", True
         )
         fixed = plan_fn is None
-        plan_fn = fixed_plan(batch) if fixed else plan_fn
-        sampler = DistributedSampler(
+        if plan_fn is None:
+            plan_fn = fixed_plan(batch)
+        sampler: DistributedSampler = DistributedSampler(
             dataset, num_replicas=num_procs, rank=rank, shuffle=True, seed=cfg.RNG_SEED
         )
         batch_sampler = GridBatchSampler(sampler, plan_fn, cfg.RNG_SEED)
@@ -317,13 +334,13 @@ def construct_loader(
     batch = _per_process(
         global_batch_size(cfg, split), num_procs, "TEST.BATCH_SIZE", False
     )
-    sampler = None
+    shard_sampler: Optional[EvalShardSampler] = None
     if num_procs > 1:
-        sampler = EvalShardSampler(len(dataset), num_procs, rank)
+        shard_sampler = EvalShardSampler(len(cast(Sized, dataset)), num_procs, rank)
     return _StopSafeLoader(
         dataset,
         batch_size=batch,
-        sampler=sampler,
+        sampler=shard_sampler,
         shuffle=False,
         stop_signals=stops,
         **common,
@@ -358,6 +375,7 @@ def loader_set_epoch(loader: DataLoader, epoch: int) -> None:
         epoch: the epoch about to start.
     """
     for obj in (loader.batch_sampler, loader.sampler):
-        if hasattr(obj, "set_epoch"):
-            obj.set_epoch(epoch)
+        set_epoch = getattr(obj, "set_epoch", None)
+        if set_epoch is not None:
+            set_epoch(epoch)
             return

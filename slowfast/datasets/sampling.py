@@ -48,6 +48,7 @@ def kinetics_positions(
     span = num_frames * rate * fps / target_fps
     delta = max(video_frames - span, 0.0)
     if fraction is None:
+        assert rng is not None, "a random clip position needs rng"
         start = rng.uniform(0.0, delta)
     else:
         start = delta * fraction
@@ -122,6 +123,7 @@ def charades_indices(
     """
     clip_length = (num_frames - 1) * rate + 1
     if fraction is None:
+        assert rng is not None, "a random clip position needs rng"
         if clip_length > video_frames:
             start = rng.randint(video_frames - clip_length, 0)
         else:

@@ -2,12 +2,11 @@
 
 import logging
 import os
-import random
-from typing import Optional
+from typing import List, Optional
 
 from fvcore.common.config import CfgNode
 
-from slowfast.datasets.base import VideoDataset
+from slowfast.datasets.base import FrameListDataset, Rng
 from slowfast.datasets.build import DATASET_REGISTRY
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import (
@@ -33,7 +32,7 @@ def ssv2_files(data_dir: str, split: str):
 
 
 @DATASET_REGISTRY.register()
-class Ssv2(VideoDataset):
+class Ssv2(FrameListDataset):
     """Something-Something V2 from frame lists (the reference's layout).
 
     Labels: ``something-something-v2-labels.json`` (template -> class id) and
@@ -134,28 +133,7 @@ class Ssv2(VideoDataset):
     def num_temporal_views(self) -> int:
         return 1
 
-    def video_path(self, video_idx: int) -> str:
-        return os.path.dirname(self._paths[video_idx][0]) or self._names[video_idx]
-
-    def video_id(self, video_idx: int) -> str:
-        return self._names[video_idx]
-
-    def video_label(self, video_idx: int):
-        return self._label(self._labels[video_idx])
-
-    def _load_clip(
-        self,
-        video_idx: int,
-        grid: SamplingGrid,
-        fraction: Optional[float],
-        rng: Optional[random.Random],
-    ):
-        paths = self._paths[video_idx]
-        seq = ssv2_indices(len(paths), grid.num_frames, rng)
-        chosen = [paths[i] for i in seq]
-        frames, geometry = self.reader.read(
-            grid,
-            self.video_path(video_idx),
-            lambda scale: self.read_frame_files(chosen, scale),
-        )
-        return frames, self._labels[video_idx], geometry
+    def _frame_indices(
+        self, count: int, grid: SamplingGrid, fraction: Optional[float], rng: Rng
+    ) -> List[int]:
+        return ssv2_indices(count, grid.num_frames, rng)

@@ -192,8 +192,10 @@ def spatial_transform(
             return uniform_crop_offset(h, w, crop, spatial_idx)
 
     out = crop_resize(frames, short_side, crop, offset_fn, geometry)
-    if flip and rng.random() < 0.5:
-        out = out.flip(-1)
+    if flip:
+        assert rng is not None, "flip needs rng"
+        if rng.random() < 0.5:
+            out = out.flip(-1)
     return out
 
 

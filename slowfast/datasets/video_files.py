@@ -19,6 +19,7 @@ from slowfast.datasets.decoding.av_utils import DecodeError, open_video
 from slowfast.datasets.decoding.frames import frame_names
 from slowfast.datasets.kinetics import Kinetics
 from slowfast.datasets.lists import DataError
+from slowfast.models.describe import ModelInfo
 
 
 class VideoFiles(Kinetics):
@@ -30,13 +31,16 @@ class VideoFiles(Kinetics):
         cfg: the run's config (its test views and sampling).
         paths: the video files, or frame folders with DATA.DECODING_BACKEND
             "frames".
+        model: the model's description (None: described from ``cfg``).
     """
 
     name = "videos"
 
-    def __init__(self, cfg: CfgNode, paths: Sequence[str]):
+    def __init__(
+        self, cfg: CfgNode, paths: Sequence[str], model: Optional[ModelInfo] = None
+    ):
         self._given = [str(path) for path in paths]
-        super().__init__(cfg, "test")
+        super().__init__(cfg, "test", model)
 
     def _load_annotations(self) -> int:
         # Kinetics' entries (its _load_annotations reads them from a list file).

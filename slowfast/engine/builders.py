@@ -4,7 +4,7 @@ builder after it may draw random numbers)."""
 
 import logging
 import os
-from typing import Callable, NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import simplejson
 import torch
@@ -13,10 +13,11 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from slowfast.datasets import construct_loader, shutdown_workers
-from slowfast.datasets.build import check_data_dir
+from slowfast.datasets.loader import PlanFn
 from slowfast.engine.bn_grouping import BNGrouping, convert_to_sub_bn
-from slowfast.engine.runtime import mixed_precision_dtype
+from slowfast.engine.precision import mixed_precision_dtype
 from slowfast.models import build_model, describe_model
+from slowfast.models.describe import ModelInfo
 from slowfast.models.kernels.self_check import KernelVerdict
 from slowfast.models.memory_format import choose_channels_last
 from slowfast.models.model_stats import log_model_info
@@ -37,47 +38,56 @@ def uses_multigrid(cfg: CfgNode) -> bool:
     return bool(cfg.MULTIGRID.LONG_CYCLE or cfg.MULTIGRID.SHORT_CYCLE)
 
 
-def prepare_process(cfg: CfgNode, rank: int) -> None:
-    """Checks the data folder and seeds this process (RNG_SEED + rank)."""
-    check_data_dir(cfg)
-    rng.seed_everything(cfg.RNG_SEED + rank)
+class RunSetup(NamedTuple):
+    """What a run resolves from its config once, before any process builds
+    anything: the launcher's checks make it and hand it to every process.
 
-
-def build_schedule(cfg: CfgNode, world_size: int) -> MultigridSchedule:
-    """The run's schedule, checked against the model's shape constraints.
-
-    Raises:
-        ValueError: multigrid with a model that takes clips of one shape only,
-            or a schedule shape the model cannot take.
+    Attributes:
+        model: the configured model's description (``describe_model``).
+        schedule: the training schedule, checked against the model; None
+            when the run does not train.
     """
-    schedule = MultigridSchedule.from_cfg(cfg, num_procs=world_size)
-    info = describe_model(cfg)
-    if uses_multigrid(cfg) and not info.varying_shapes:
-        raise ValueError(
-            f"MODEL.MODEL_NAME = {cfg.MODEL.MODEL_NAME!r} takes clips of one "
-            "shape only; multigrid (MULTIGRID.LONG_CYCLE / SHORT_CYCLE) needs "
-            "a model that takes varying shapes"
-        )
-    schedule.validate(info.spatial_stride, info.min_frames, frame_multiple=info.alpha)
-    return schedule
+
+    model: ModelInfo
+    schedule: Optional[MultigridSchedule]
+
+    @classmethod
+    def from_cfg(cls, cfg: CfgNode, world_size: int) -> "RunSetup":
+        """Describes the model and, when training, builds its schedule.
+
+        Raises:
+            ValueError: a schedule the model cannot follow (one line, names
+                the key).
+        """
+        model = describe_model(cfg)
+        schedule = None
+        if cfg.TRAIN.ENABLE:
+            schedule = MultigridSchedule.from_cfg(cfg, world_size, model)
+        return cls(model, schedule)
 
 
 def build_model_for_run(
-    cfg: CfgNode, ctx: RunContext, schedule: MultigridSchedule
+    cfg: CfgNode, ctx: RunContext, info: ModelInfo, schedule: MultigridSchedule
 ) -> Tuple[nn.Module, Optional[BNGrouping]]:
     """The model on this process's device, and its BN grouping.
 
     BN layers become sub-batch BN under multigrid or another BN.NORM_TYPE; the
     grouping then sets their splits and sync sizes as the schedule says.
 
+    Args:
+        cfg: the run's config.
+        ctx: this process's run context.
+        info: the model's description.
+        schedule: the run's schedule (its BN splits and sync sizes).
+
     Returns:
         (model, BNGrouping or None for plain BN): the model is not wrapped.
     """
-    channels_last = choose_channels_last(cfg)
+    channels_last = choose_channels_last(cfg, info)
     model = build_model(cfg, channels_last)
     if ctx.is_master and cfg.LOG_MODEL_INFO:
         with rng.preserved_rng():  # logging must not change the run
-            log_model_info(model, cfg)
+            log_model_info(model, cfg, info=info)
     bn = None
     if uses_multigrid(cfg) or cfg.BN.NORM_TYPE != "batchnorm":
         convert_to_sub_bn(model)
@@ -160,25 +170,24 @@ class Loaders(NamedTuple):
 
 
 def build_loaders(
-    cfg: CfgNode, ctx: RunContext, plan_fn: Callable[[int, int], list]
+    cfg: CfgNode, ctx: RunContext, info: ModelInfo, plan_fn: PlanFn
 ) -> Loaders:
     """The training, val (TRAIN.EVAL_PERIOD > 0) and precise-BN loaders.
 
     Args:
         cfg: the frozen config.
         ctx: this process's run context (its shard of each split).
+        info: the model's description (how clips are packed for it).
         plan_fn: ``(epoch, shard size) -> batch plan`` of the training loader.
     """
-    procs, rank = ctx.world_size, ctx.rank
-    train = construct_loader(cfg, "train", plan_fn=plan_fn, num_procs=procs, rank=rank)
+    shard: Dict[str, Any] = dict(num_procs=ctx.world_size, rank=ctx.rank, model=info)
+    train = construct_loader(cfg, "train", plan_fn=plan_fn, **shard)
     val = None
     if cfg.TRAIN.EVAL_PERIOD > 0:
-        val = construct_loader(cfg, "val", num_procs=procs, rank=rank)
+        val = construct_loader(cfg, "val", **shard)
     precise = None
     if cfg.BN.USE_PRECISE_STATS:
-        precise = construct_loader(
-            cfg, "train", num_procs=procs, rank=rank, dataset=train.dataset
-        )
+        precise = construct_loader(cfg, "train", dataset=train.dataset, **shard)
     return Loaders(train, val, precise)
 
 

@@ -24,7 +24,11 @@ from slowfast.checkpoint.files import (
     move_aside,
     prune_mid_epoch_checkpoints,
 )
-from slowfast.checkpoint.io import checkpoint_problem, load_checkpoint, read_checkpoint
+from slowfast.checkpoint.load import (
+    checkpoint_problem,
+    load_checkpoint,
+    read_checkpoint,
+)
 from slowfast.checkpoint.save import save_checkpoint
 from slowfast.utils import distributed as du
 from slowfast.utils import rng

@@ -2,7 +2,7 @@
 
 import logging
 from dataclasses import dataclass
-from typing import Callable, ContextManager
+from typing import Any, Callable, ContextManager, List, Protocol, cast
 
 import torch
 from fvcore.common.config import CfgNode
@@ -14,6 +14,17 @@ from slowfast.engine.metrics import mean_average_precision, topk_errors
 from slowfast.utils import distributed as du
 
 logger = logging.getLogger(__name__)
+
+
+class ViewDataset(Protocol):
+    """What evaluation reads of a val/test dataset (``VideoDataset`` has it):
+    its views (``len``), videos and their labels."""
+
+    num_videos: int
+
+    def __len__(self) -> int: ...
+
+    def video_labels(self) -> List[Any]: ...
 
 
 @torch.inference_mode()
@@ -141,7 +152,7 @@ def evaluate(
     Returns:
         (metrics, video scores [N, K], video labels).
     """
-    dataset = loader.dataset
+    dataset = cast(ViewDataset, loader.dataset)
     video_idx, scores = run_views(model, loader, device, autocast)
     num_videos = dataset.num_videos
     video_scores, counts = ensemble_views(

@@ -33,7 +33,9 @@ What a replay needs, and this class keeps:
 On a GPU (``config/validate.py`` says so before the run). With several
 processes the gradient all-reduce runs after the replay, outside the graph
 (``engine/flat_grads.py``), and BN statistics must be per process
-(``launch/preflight.py``); that path has not yet run on a GPU.
+(``launch/preflight.py``). ``tools/dev/check_cuda_graphs.py`` compares the
+graphed step with the eager one; which GPU paths have run on a GPU:
+docs/guide/mixed-precision.md, "The GPU paths: what has run on a GPU".
 """
 
 import logging
@@ -89,8 +91,9 @@ class GraphedTrainStep(TrainStep):
             logger.info(
                 "TRAIN.CUDA_GRAPHS under DDP over %d process(es): forward and backward "
                 "replayed from graphs, gradients averaged after each replay in "
-                "one all-reduce per dtype (this path has not yet run on a GPU: "
-                "tools/dev/check_cuda_graphs.py compares it with the eager step)",
+                "one all-reduce per dtype (tools/dev/check_cuda_graphs.py compares "
+                "it with the eager step; what has run on a GPU: "
+                "docs/guide/mixed-precision.md, 'CUDA graphs')",
                 self.ctx.world_size,
             )
 

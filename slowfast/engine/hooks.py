@@ -28,14 +28,17 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from slowfast.checkpoint.io import get_last_checkpoint
+from slowfast.checkpoint.load import get_last_checkpoint
 from slowfast.datasets.bad_data import BadDataMonitor
+from slowfast.datasets.loader import GridBatchSampler, clips_in_batch
+from slowfast.engine.bn_grouping import BNGrouping
 from slowfast.engine.checkpointer import Checkpointer
 from slowfast.engine.evaluator import Evaluator
 from slowfast.engine.loop import HookBase, LoopState, StepRecord
 from slowfast.engine.meters import TrainMeter, data_wait_text
 from slowfast.engine.precise_bn import update_bn_stats_in_place
 from slowfast.engine.run_state import RunStateRecorder
+from slowfast.multigrid import IterShape, MultigridSchedule
 from slowfast.solver.optimizer import set_lr
 from slowfast.utils import distributed as du
 from slowfast.utils import rng
@@ -50,13 +53,16 @@ def epoch_str(state: LoopState) -> str:
     return f"{state.epoch + 1}/{state.max_epoch}"
 
 
-def shape_str(shape) -> str:
+def shape_str(shape: IterShape) -> str:
     """``"128x2x45"``: global clips x frames x crop of an iteration's shape."""
     return f"{shape.batch_size}x{shape.num_frames}x{shape.crop_size}"
 
 
 class ScheduleHook(HookBase):
     """Selects each epoch's batches and sets each iteration's LR and BN groups.
+
+    The loader cuts its batches by the same schedule (``Trainer._plan``):
+    each step's batch must hold the clips of the schedule's shape.
 
     Args:
         schedule: the run's ``MultigridSchedule``.
@@ -66,13 +72,19 @@ class ScheduleHook(HookBase):
         base_batch: the global batch at the base shape (for the epoch's log line).
     """
 
-    def __init__(self, schedule, batch_sampler, optimizer, bn, base_batch: int):
+    def __init__(
+        self,
+        schedule: MultigridSchedule,
+        batch_sampler: GridBatchSampler,
+        optimizer: torch.optim.Optimizer,
+        bn: Optional[BNGrouping],
+        base_batch: int,
+    ):
         self.schedule = schedule
         self.batch_sampler = batch_sampler
         self.optimizer = optimizer
         self.bn = bn
         self.base_batch = base_batch
-        self._plan, self._plan_epoch = [], -1
 
     def before_train(self, state: LoopState) -> None:
         # One stream of the remaining epochs' batches (``engine/loop.py``).
@@ -81,34 +93,26 @@ class ScheduleHook(HookBase):
         )
 
     def before_epoch(self, state: LoopState) -> None:
-        entry = self.schedule.entry_at(state.epoch)
+        stage = self.schedule.entry_at(state.epoch)
         logger.info(
             "epoch %s, stage %d, shape %dx%dx%d, %d iterations",
             epoch_str(state),
-            entry.lr_stage,
-            self.base_batch * entry.batch_factor,
-            entry.num_frames,
-            entry.crop_size,
+            stage.lr_stage,
+            self.base_batch * stage.batch_factor,
+            stage.num_frames,
+            stage.crop_size,
             state.iters_in_epoch,
         )
         state.lr = self.schedule.lr_at(state.epoch)
 
     def before_step(self, state: LoopState) -> None:
         sched, epoch, it = self.schedule, state.epoch, state.iter
-        # The batch plan's entry of this iteration: the sampler cut the batch
-        # by the same plan (``multigrid.plan.epoch_plan``, built once an epoch).
-        if self._plan_epoch != epoch:
-            self._plan, self._plan_epoch = self.batch_sampler.plan(epoch), epoch
-        shape = self._plan[it].entry
-        if shape is None:
-            raise TypeError(
-                "the training loader's batch plan must carry the schedule's "
-                "entries (PlannedBatch(size, grid, entry)), not (size, grid) pairs"
-            )
-        if state.batch_size != shape.per_proc_batch:
+        shape = sched.iter_shape(epoch, it)
+        clips = clips_in_batch(state.batch)
+        if clips != shape.per_proc_batch:
             raise RuntimeError(
                 f"epoch {epoch_str(state)} iteration {it}: loader gave "
-                f"{state.batch_size} clips, the plan has {shape.per_proc_batch}"
+                f"{clips} clips, the schedule has {shape.per_proc_batch}"
             )
         if self.bn is not None:
             self.bn.apply(shape.bn_splits, sched.bn_sync_size(epoch))
@@ -175,10 +179,12 @@ class BadDataHook(HookBase):
         self.resumed = {}
 
     def after_step(self, state: LoopState) -> None:
+        assert self.monitor is not None  # before_epoch made it
         for record in state.readback:
             self.monitor.update(int(record.stats.failed))
 
     def after_epoch(self, state: LoopState) -> None:
+        assert self.monitor is not None  # before_epoch made it
         state.extras["bad_videos"] = self.monitor.end_epoch(state.epoch)
         self.monitor = None  # nothing to keep between epochs
 
@@ -356,23 +362,30 @@ class JsonMetricsWriter(HookBase):
             self._add(record, state)
 
     def _add(self, record: StepRecord, state: LoopState) -> None:
-        stats, shape = record.stats, record.shape
-        top = (None, None) if self.multi_label else (stats.top1_err, stats.top5_err)
-        self.meter.add(
+        stats, shape, meter = record.stats, record.shape, self.meter
+        assert shape is not None  # ScheduleHook gives every step its shape
+        assert meter is not None  # before_epoch made it
+        top1: Optional[float] = None
+        top5: Optional[float] = None
+        if not self.multi_label:
+            top1, top5 = stats.top1_err, stats.top5_err
+        meter.add(
             stats.loss,
             shape.batch_size,
             record.data_time,
             record.compute_time,
-            *top,
+            top1,
+            top5,
             shape_str(shape),
         )
         if (record.iter + 1) % self.log_period == 0:
-            line = self.meter.iter_stats(
+            line = meter.iter_stats(
                 epoch_str(state), record.iter, record.lr, shape_str(shape)
             )
             log_json_stats(line, self.output_dir, self.rank)
 
     def after_epoch(self, state: LoopState) -> None:
+        assert self.meter is not None  # before_epoch made it
         line = self.meter.epoch_stats(epoch_str(state), state.lr)
         line["bad_videos"] = state.extras.pop("bad_videos", 0)
         state.epoch_stats = line
@@ -402,6 +415,7 @@ class TensorBoardWriter(HookBase):
 
     def after_step(self, state: LoopState) -> None:
         for record in state.readback:
+            assert record.shape is not None  # ScheduleHook gives every step its shape
             step = record.global_iter + 1
             self.writer.add_scalar("Train/loss", record.stats.loss, step)
             self.writer.add_scalar("Train/lr", record.lr, step)

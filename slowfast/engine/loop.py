@@ -9,9 +9,22 @@ lists a training run's hooks in the order they act.
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    cast,
+)
 
 import torch
+
+from slowfast.multigrid.shapes import IterShape
 
 
 class StepStats:
@@ -34,6 +47,8 @@ class StepStats:
 
     __slots__ = ("_values", "_host")
     FIELDS = ("loss", "top1_err", "top5_err", "failed", "applied")
+    _values: Optional[torch.Tensor]
+    _host: Optional[Tuple[float, float, float, float, bool]]
 
     def __init__(
         self,
@@ -44,8 +59,13 @@ class StepStats:
         applied: bool = True,
     ) -> None:
         self._values = None
-        self._host = (float(loss), float(top1_err), float(top5_err), float(failed))
-        self._host += (bool(applied),)
+        self._host = (
+            float(loss),
+            float(top1_err),
+            float(top5_err),
+            float(failed),
+            bool(applied),
+        )
 
     @classmethod
     def pending(cls, values: torch.Tensor) -> "StepStats":
@@ -61,7 +81,9 @@ class StepStats:
         pending = [s for s in stats if s._host is None]
         if not pending:
             return
-        rows = torch.stack([s._values for s in pending]).cpu().tolist()
+        # A pending one's values are on the device until this copy.
+        values = [cast(torch.Tensor, s._values) for s in pending]
+        rows = torch.stack(values).cpu().tolist()
         for item, row in zip(pending, rows):
             item._host = (*row[:4], bool(row[4]))
             item._values = None
@@ -69,6 +91,7 @@ class StepStats:
     def _read(self) -> tuple:
         if self._host is None:
             StepStats.read_all([self])
+        assert self._host is not None  # read_all filled it
         return self._host
 
     @property
@@ -105,7 +128,6 @@ class StepRecord:
             done before it).
         shape: the schedule's shape of the iteration.
         lr: its learning rate.
-        batch_size: clips in this process's batch.
         data_time: seconds spent waiting for the batch.
         compute_time: seconds of the step (with the wait for the device at
             the iteration that read the statistics back).
@@ -115,9 +137,8 @@ class StepRecord:
     epoch: int
     iter: int
     global_iter: int
-    shape: Any
+    shape: Optional[IterShape]
     lr: float
-    batch_size: int
     data_time: float
     compute_time: float
     stats: StepStats
@@ -136,7 +157,6 @@ class LoopState:
         iters_in_epoch: iterations of the current epoch.
         global_iter: iterations done before the current one (all epochs).
         batch: the current batch, as the loader gave it.
-        batch_size: clips in this process's batch.
         data_time: seconds spent waiting for the batch.
         compute_time: seconds of the step and the hooks around it.
         stats: the step's statistics (may still be on the device: read them
@@ -164,14 +184,13 @@ class LoopState:
     iters_in_epoch: int = 0
     global_iter: int = 0
     batch: Any = None
-    batch_size: int = 0
     data_time: float = 0.0
     compute_time: float = 0.0
     stats: Optional[StepStats] = None
     readback: List[StepRecord] = field(default_factory=list)
     readback_due: bool = False
     lr: float = 0.0
-    shape: Any = None
+    shape: Optional[IterShape] = None
     epoch_stats: Dict[str, Any] = field(default_factory=dict)
     val_metrics: Optional[Dict[str, Any]] = None
     extras: Dict[str, Any] = field(default_factory=dict)
@@ -329,7 +348,6 @@ class TrainLoop:
                 )
             state.iter, state.batch = it, batch
             state.data_time = time.perf_counter() - tic
-            state.batch_size = int(batch[0][0].shape[0])
             self._call("before_step", state)
             state.stats = self.step(batch)
             state.compute_time = time.perf_counter() - tic - state.data_time
@@ -343,6 +361,7 @@ class TrainLoop:
     def _read_back(self, state: LoopState) -> None:
         """Records the step; at a read-back iteration copies the pending
         steps' statistics to the host at once (``state.readback``)."""
+        assert state.stats is not None  # the step just taken set it
         self._pending.append(
             StepRecord(
                 state.epoch,
@@ -350,7 +369,6 @@ class TrainLoop:
                 state.global_iter,
                 state.shape,
                 state.lr,
-                state.batch_size,
                 state.data_time,
                 state.compute_time,
                 state.stats,

@@ -3,7 +3,7 @@
 import resource
 import time
 from collections import deque
-from typing import Optional
+from typing import Any, Deque, Dict, Optional
 
 import numpy as np
 import torch
@@ -20,7 +20,7 @@ class ScalarMeter:
     """Median over a window and mean over the whole epoch of a scalar."""
 
     def __init__(self, window: int) -> None:
-        self.window = deque(maxlen=window)
+        self.window: Deque[float] = deque(maxlen=window)
         self.total = 0.0
         self.weight = 0.0
 
@@ -82,6 +82,7 @@ class TrainMeter:
         """
         self.loss.add(loss, batch_size)
         if top1_err is not None:
+            assert top5_err is not None  # the two come together
             self.top1_err.add(top1_err, batch_size)
             self.top5_err.add(top5_err, batch_size)
         self.data_time.add(data_time)
@@ -100,7 +101,9 @@ class TrainMeter:
     def state_dict(self) -> dict:
         """The epoch's totals so far (plain values), for a mid-epoch checkpoint."""
         meters = ("loss", "top1_err", "top5_err", "data_time", "compute_time")
-        state = {n: [getattr(self, n).total, getattr(self, n).weight] for n in meters}
+        state: Dict[str, Any] = {
+            n: [getattr(self, n).total, getattr(self, n).weight] for n in meters
+        }
         state.update(
             clips=self.clips,
             shapes={k: dict(v) for k, v in self.shapes.items()},

@@ -76,10 +76,9 @@ def mean_average_precision(scores: torch.Tensor, targets: torch.Tensor) -> float
     dropped = int((~keep).sum())
     if dropped:
         logger.info("mAP: %d classes without positives left out", dropped)
-    # Imported here: scikit-learn (with SciPy) is slow to import, a cost every
-    # training and test process paid at start-up, and only the mAP of
-    # multi-label data needs it (docs/benchmarks/loader.md, "Start-up of a training
-    # process").
+    # Imported here, not at the top: only the mAP of multi-label data needs
+    # scikit-learn (with SciPy), so other processes skip its import at start-up
+    # (docs/benchmarks/loader.md, "Start-up of a training process").
     from sklearn.metrics import average_precision_score
 
     per_class = average_precision_score(

@@ -25,13 +25,13 @@ Under a GradScaler the scaler skips the update on an overflow; the BN
 statistics of that step are put back all the same.
 """
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import torch
 from torch import nn
 
 
-def grads_finite(params: List[torch.Tensor], device: torch.device) -> torch.Tensor:
+def grads_finite(params: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
     """A one-element bool tensor on ``device``: every gradient is finite.
 
     One multi-tensor kernel (the one a GradScaler uses) checks them all.

@@ -34,6 +34,7 @@ def update_bn_stats_in_place(
     update_bn_stats(model, inputs, num_batches)
     for module, name, buffer in kept:
         new = module._buffers[name]
+        assert new is not None  # fvcore replaces the statistics, never drops them
         if new is not buffer:
             buffer.copy_(new)
             module._buffers[name] = buffer

@@ -1,4 +1,4 @@
-"""Run-time set-up shared by training and testing: device, precision, RNG."""
+"""Numeric precision of training and testing: autocast, the gradient scaler."""
 
 import contextlib
 import logging
@@ -31,9 +31,9 @@ def autocast_factory(
     """Returns a callable giving the forward pass's precision context.
 
     TRAIN.MIXED_PRECISION selects autocast to ``mixed_precision_dtype``. bf16
-    on a CPU without oneDNN's bf16 kernels logs a warning: the step then runs
-    many times slower than in fp32 (docs/benchmarks/model-step.md, "bf16 autocast on an
-    AVX2 CPU").
+    on a CPU without oneDNN's bf16 kernels logs a warning, since the step
+    there is slower than in fp32 (docs/benchmarks/model-step.md, "bf16 autocast
+    on an AVX2 CPU").
 
     Args:
         cfg: the config.
@@ -48,8 +48,8 @@ def autocast_factory(
     if device.type == "cpu" and dtype == torch.bfloat16 and cpu_has_bf16() is False:
         logger.warning(
             "TRAIN.MIXED_PRECISION True: bf16 autocast on a CPU without oneDNN's "
-            "bf16 kernels (%s; they need AVX512 or AMX) runs many times slower "
-            "than fp32; set TRAIN.MIXED_PRECISION False "
+            "bf16 kernels (%s; they need AVX512 or AMX) is slower than fp32; "
+            "set TRAIN.MIXED_PRECISION False "
             "(docs/benchmarks/model-step.md, 'bf16 autocast on an AVX2 CPU')",
             torch.backends.cpu.get_cpu_capability(),
         )

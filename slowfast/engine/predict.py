@@ -22,13 +22,14 @@ from torch import nn
 from torch.utils.data import DataLoader, Subset
 
 from slowfast.checkpoint.files import CheckpointError
-from slowfast.checkpoint.io import load_checkpoint
+from slowfast.checkpoint.load import load_checkpoint
 from slowfast.datasets.decoding.av_utils import DecodeError
 from slowfast.datasets.lists import DataError
 from slowfast.datasets.video_files import VideoFiles
-from slowfast.engine import runtime
+from slowfast.engine import precision
 from slowfast.engine.evaluator import ensemble_views, run_views
 from slowfast.models import build_model
+from slowfast.models.describe import ModelInfo
 from slowfast.models.memory_format import choose_channels_last
 
 logger = logging.getLogger(__name__)
@@ -83,7 +84,9 @@ def prediction_device(cfg: CfgNode) -> torch.device:
     return torch.device("cpu")
 
 
-def load_model(cfg: CfgNode, path: str, device: torch.device) -> nn.Module:
+def load_model(
+    cfg: CfgNode, info: ModelInfo, path: str, device: torch.device
+) -> nn.Module:
     """The config's model with the weights of checkpoint ``path``, on ``device``.
 
     Loaded as the tester loads it: strictly; with TEST.CHECKPOINT_TYPE
@@ -92,6 +95,7 @@ def load_model(cfg: CfgNode, path: str, device: torch.device) -> nn.Module:
 
     Args:
         cfg: the config the checkpoint was trained with.
+        info: the model's description (``describe_model(cfg)``).
         path: the checkpoint.
         device: where the model runs.
 
@@ -102,7 +106,7 @@ def load_model(cfg: CfgNode, path: str, device: torch.device) -> nn.Module:
         CheckpointError: the file is missing or unreadable, or does not fit
             the config's model (one line naming it).
     """
-    model = build_model(cfg, choose_channels_last(cfg)).to(device)
+    model = build_model(cfg, choose_channels_last(cfg, info)).to(device)
     caffe2 = cfg.TEST.CHECKPOINT_TYPE == "caffe2" and not path.endswith(".pyth")
     try:
         load_checkpoint(path, model, convert_from_caffe2=caffe2)
@@ -123,12 +127,17 @@ def _batch_size(cfg: CfgNode, device: torch.device) -> int:
 
 
 def predict_videos(
-    cfg: CfgNode, model: nn.Module, paths: Sequence[str], device: torch.device
+    cfg: CfgNode,
+    info: ModelInfo,
+    model: nn.Module,
+    paths: Sequence[str],
+    device: torch.device,
 ) -> Iterator[Union[Prediction, DataError]]:
     """Scores each video's test views and combines them, one video at a time.
 
     Args:
         cfg: the config (views, sampling, DATA.ENSEMBLE_METHOD, HEAD_ACT).
+        info: the model's description (how clips are packed for it).
         model: the model, on ``device``.
         paths: the videos (checked beforehand: ``video_files.check_videos``).
         device: where the model runs.
@@ -146,8 +155,8 @@ def predict_videos(
             "lists' rule",
             cfg.TEST.DATASET,
         )
-    dataset = VideoFiles(cfg, paths)
-    autocast = runtime.autocast_factory(cfg, device)
+    dataset = VideoFiles(cfg, paths, model=info)
+    autocast = precision.autocast_factory(cfg, device)
     batch = _batch_size(cfg, device)
     method = cfg.DATA.ENSEMBLE_METHOD
     for video_idx, path in enumerate(paths):

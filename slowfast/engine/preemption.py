@@ -24,7 +24,8 @@ import os
 import signal
 import threading
 import time
-from typing import Callable, Dict, Optional, Sequence
+from types import FrameType
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 import torch
 
@@ -33,6 +34,9 @@ from slowfast.utils import distributed as du
 from slowfast.utils.errors import EXIT_PREEMPTED
 
 logger = logging.getLogger(__name__)
+
+# A signal's handler as signal.signal takes and returns it.
+_Handler = Union[Callable[[int, Optional[FrameType]], Any], int, signal.Handlers, None]
 
 
 class Preempted(Exception):
@@ -84,7 +88,7 @@ class StopSignals:
     def __init__(self, signums: Sequence[int]) -> None:
         self.signums = list(signums)
         self.received = 0
-        self._previous: Dict[int, object] = {}
+        self._previous: Dict[int, _Handler] = {}
 
     def _handle(self, signum: int, frame) -> None:
         if not self.received:

@@ -136,11 +136,13 @@ class TrainStep:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         elif found_inf is not None:
-            self.optimizer.found_inf = found_inf  # read by fused optimizers
+            # Read by fused optimizers; torch.optim.Optimizer does not declare it
+            # (GradScaler sets it the same way).
+            self.optimizer.found_inf = found_inf  # type: ignore[attr-defined]
             try:
                 self.optimizer.step()
             finally:
-                del self.optimizer.found_inf
+                del self.optimizer.found_inf  # type: ignore[attr-defined]
         else:
             self.optimizer.step()
 

@@ -4,7 +4,7 @@ import logging
 import os
 import pickle
 import zipfile
-from typing import Optional
+from typing import Optional, cast
 
 import simplejson
 import torch
@@ -13,12 +13,12 @@ from torch.utils.data import DataLoader
 
 from slowfast.checkpoint.files import CheckpointError, epochs_done
 from slowfast.checkpoint.fingerprint import test_settings
-from slowfast.checkpoint.io import get_last_checkpoint, load_checkpoint
+from slowfast.checkpoint.load import get_last_checkpoint, load_checkpoint
 from slowfast.checkpoint.save import atomic_save
 from slowfast.datasets import construct_loader, shutdown_workers
-from slowfast.datasets.build import check_data_dir
-from slowfast.engine import runtime
-from slowfast.engine.evaluator import Evaluator
+from slowfast.engine import precision
+from slowfast.engine.builders import RunSetup
+from slowfast.engine.evaluator import Evaluator, ViewDataset
 from slowfast.engine.metrics import chance_map
 from slowfast.engine.run_state import (
     RUN_STATE_FILE,
@@ -28,6 +28,7 @@ from slowfast.engine.run_state import (
     read_run_state,
 )
 from slowfast.models import build_model
+from slowfast.models.describe import ModelInfo, describe_model
 from slowfast.models.memory_format import choose_channels_last
 from slowfast.utils import rng
 from slowfast.utils.distributed import RunContext, decided_on_master
@@ -59,7 +60,12 @@ def _checkpoint_to_test(cfg: CfgNode) -> str:
     return path
 
 
-def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
+def test(
+    cfg: CfgNode,
+    rank: int = 0,
+    world_size: int = 1,
+    setup: Optional[RunSetup] = None,
+) -> dict:
     """Tests with NUM_ENSEMBLE_VIEWS x NUM_SPATIAL_CROPS views per video.
 
     Per-video scores and labels are saved to OUTPUT_DIR/TEST.SAVE_RESULTS_PATH.
@@ -70,12 +76,14 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
         cfg: the frozen config.
         rank: global rank.
         world_size: number of processes.
+        setup: what the launcher's checks resolved (the model's
+            description); None: resolved here.
 
     Returns:
         The metrics: top1_err/top5_err (percent) or map, and view counts.
     """
     setup_logging(cfg.OUTPUT_DIR, rank)
-    check_data_dir(cfg)
+    info = setup.model if setup is not None else describe_model(cfg)
     rng.seed_everything(cfg.RNG_SEED)
     ctx = RunContext.create(cfg, rank, world_size)
     path = decided_on_master(
@@ -84,9 +92,9 @@ def test(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> dict:
     done = _earlier_result(cfg, ctx, path)
     if done is not None:
         return done
-    model = _load_model(cfg, path, ctx.device)
-    loader = _build_test_loader(cfg, ctx, path)
-    autocast = runtime.autocast_factory(cfg, ctx.device)
+    model = _load_model(cfg, info, path, ctx.device)
+    loader = _build_test_loader(cfg, ctx, info, path)
+    autocast = precision.autocast_factory(cfg, ctx.device)
     evaluator = Evaluator.from_cfg(cfg, model, loader, ctx.device, autocast)
     metrics, scores, labels = evaluator.run()
     shutdown_workers(loader)
@@ -122,9 +130,11 @@ def _earlier_result(cfg: CfgNode, ctx: RunContext, path: str) -> Optional[dict]:
     return done
 
 
-def _load_model(cfg: CfgNode, path: str, device: torch.device) -> torch.nn.Module:
+def _load_model(
+    cfg: CfgNode, info: ModelInfo, path: str, device: torch.device
+) -> torch.nn.Module:
     """The model on ``device`` with the weights of checkpoint ``path``."""
-    model = build_model(cfg, choose_channels_last(cfg)).to(device)
+    model = build_model(cfg, choose_channels_last(cfg, info)).to(device)
     # TEST.CHECKPOINT_TYPE is the type of TEST.CHECKPOINT_FILE_PATH; the run's
     # own checkpoints are .pyth files whatever it says, as in the reference.
     caffe2 = cfg.TEST.CHECKPOINT_TYPE == "caffe2"
@@ -136,14 +146,19 @@ def _load_model(cfg: CfgNode, path: str, device: torch.device) -> torch.nn.Modul
     return model
 
 
-def _build_test_loader(cfg: CfgNode, ctx: RunContext, path: str) -> DataLoader:
+def _build_test_loader(
+    cfg: CfgNode, ctx: RunContext, info: ModelInfo, path: str
+) -> DataLoader:
     """This process's shard of the test views (logged with the checkpoint)."""
-    loader = construct_loader(cfg, "test", num_procs=ctx.world_size, rank=ctx.rank)
+    loader = construct_loader(
+        cfg, "test", num_procs=ctx.world_size, rank=ctx.rank, model=info
+    )
+    dataset = cast(ViewDataset, loader.dataset)
     logger.info(
         "testing %s on %d views (%d videos)",
         path,
-        len(loader.dataset),
-        loader.dataset.num_videos,
+        len(dataset),
+        dataset.num_videos,
     )
     return loader
 

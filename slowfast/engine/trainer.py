@@ -8,21 +8,20 @@ trained and validated goes to ``run_state.json`` (``engine/run_state.py``).
 
 import logging
 import os
-from typing import List, Optional
+from typing import List, Optional, Sized, cast
 
 from fvcore.common.config import CfgNode
 
 from slowfast.checkpoint.files import CheckpointError
 from slowfast.config.derived import global_batch_size, stop_signals
-from slowfast.datasets import PlannedBatch
-from slowfast.engine import runtime
+from slowfast.datasets import GridBatchSampler, PlannedBatch
+from slowfast.engine import precision
 from slowfast.engine.builders import (
+    RunSetup,
     build_loaders,
     build_model_for_run,
     build_periodic_work,
-    build_schedule,
     check_iterations,
-    prepare_process,
     wrap_for_processes,
     write_run_files,
 )
@@ -48,6 +47,7 @@ from slowfast.engine.step import TrainStep
 from slowfast.solver.losses import get_loss_func
 from slowfast.solver.optimizer import construct_optimizer
 from slowfast.utils import distributed as du
+from slowfast.utils import rng
 from slowfast.utils.distributed import RunContext
 from slowfast.utils.logging import setup_logging
 
@@ -63,13 +63,16 @@ class Trainer:
         stop: the stop-signal catcher (installed by ``train`` before the run is
             built, so that a signal during set-up stops it after one
             iteration); None: one for TRAIN.STOP_SIGNALS, installed with the loop.
+        setup: the model's description and the schedule, as the launcher's
+            checks resolved them (``RunSetup``); None: resolved here.
 
     Attributes:
-        net: the model itself, never wrapped: what is validated and whose BN
-            statistics are recomputed or averaged over processes.
-        model: what the training step calls, the optimizer is built on and
-            checkpoints are saved from: ``net`` in DistributedDataParallel
-            with several processes, else ``net`` itself (the same object).
+        model: the model itself, never wrapped: what is validated and whose
+            BN statistics are recomputed or averaged over processes.
+        wrapped_model: what the training step calls, the optimizer is built
+            on and checkpoints are saved from: ``model`` in
+            DistributedDataParallel with several processes, else ``model``
+            itself (the same object).
         loaders: the training, val and precise-BN loaders (also as
             ``train_loader``, ``val_loader`` and ``precise_loader``).
         run_state: records the run's trained and validated epochs
@@ -80,24 +83,33 @@ class Trainer:
     """
 
     def __init__(
-        self, cfg: CfgNode, ctx: RunContext, stop: Optional[StopSignals] = None
+        self,
+        cfg: CfgNode,
+        ctx: RunContext,
+        stop: Optional[StopSignals] = None,
+        setup: Optional[RunSetup] = None,
     ) -> None:
         self.cfg, self.ctx, self.device = cfg, ctx, ctx.device
         self.stop = stop or StopSignals(stop_signals(cfg))
-        prepare_process(cfg, ctx.rank)
-        self.autocast = runtime.autocast_factory(cfg, self.device)
-        self.schedule = build_schedule(cfg, ctx.world_size)
-        self.net, self.bn = build_model_for_run(cfg, ctx, self.schedule)
-        self.model = wrap_for_processes(self.net, ctx)
-        self.optimizer = construct_optimizer(self.model, cfg)
-        self.scaler = runtime.make_grad_scaler(cfg, self.device)
+        rng.seed_everything(cfg.RNG_SEED + ctx.rank)
+        self.autocast = precision.autocast_factory(cfg, self.device)
+        setup = setup or RunSetup.from_cfg(cfg, ctx.world_size)
+        if setup.schedule is None:
+            raise ValueError("a training run's setup has a schedule (TRAIN.ENABLE)")
+        self.model_info, self.schedule = setup.model, setup.schedule
+        self.model, self.bn = build_model_for_run(
+            cfg, ctx, self.model_info, self.schedule
+        )
+        self.wrapped_model = wrap_for_processes(self.model, ctx)
+        self.optimizer = construct_optimizer(self.wrapped_model, cfg)
+        self.scaler = precision.make_grad_scaler(cfg, self.device)
         self.checkpointer = Checkpointer(
-            cfg, ctx, self.model, self.optimizer, self.scaler
+            cfg, ctx, self.wrapped_model, self.optimizer, self.scaler
         )
         self.loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
-        self.loaders = build_loaders(cfg, ctx, self._plan)
+        self.loaders = build_loaders(cfg, ctx, self.model_info, self._plan)
         self.train_loader, self.val_loader, self.precise_loader = self.loaders
-        self.dataset_size = len(self.train_loader.dataset)
+        self.dataset_size = len(cast(Sized, self.train_loader.dataset))
         check_iterations(cfg, self.schedule, self.dataset_size)
         self.periods = build_periodic_work(cfg, self.schedule, self.dataset_size)
         self.run_state = RunStateRecorder(cfg.OUTPUT_DIR, ctx.is_master)
@@ -124,21 +136,23 @@ class Trainer:
         done = sum(self._iters(e) for e in range(self.start_epoch))
         self.global_iter = done + self.start_iter
 
-    def _plan(self, epoch: int, shard_size: int) -> list:
-        """The loader's batch plan: the schedule's entries, each with its size
-        and grid (the hooks read the same entries back from the sampler)."""
+    def _plan(self, epoch: int, shard_size: int) -> List[PlannedBatch]:
+        """The loader's batch plan: the size and grid of each of the epoch's
+        iterations, as the schedule says (``ScheduleHook`` asks the schedule
+        for the same iterations' shapes)."""
         plan = self.schedule.epoch_plan(epoch, shard_size)
-        return [PlannedBatch(e.per_proc_batch, e.grid, e) for e in plan]
+        return [PlannedBatch(shape.per_proc_batch, shape.grid) for shape in plan]
 
     def _iters(self, epoch: int) -> int:
         """Iterations of each process in ``epoch`` (equals the loader's length)."""
         return self.schedule.iters_in_epoch(epoch, self.dataset_size)
 
     def eval_hook(self) -> EvalHook:
-        """Validation of ``net`` on the val loader when ``periods`` says."""
+        """Validation of ``model`` on the val loader when ``periods`` says."""
         cfg = self.cfg
+        assert self.val_loader is not None  # callers check there is one
         evaluator = Evaluator.from_cfg(
-            cfg, self.net, self.val_loader, self.device, self.autocast
+            cfg, self.model, self.val_loader, self.device, self.autocast
         )
         return EvalHook(
             evaluator,
@@ -156,10 +170,12 @@ class Trainer:
         def iters_after(epoch: int) -> int:
             return sum(self._iters(e) for e in range(epoch + 1, sched.max_epoch))
 
+        batch_sampler = self.train_loader.batch_sampler
+        assert isinstance(batch_sampler, GridBatchSampler)  # the training loader's
         hooks = [
             ScheduleHook(
                 sched,
-                self.train_loader.batch_sampler,
+                batch_sampler,
                 self.optimizer,
                 self.bn,
                 global_batch_size(cfg),
@@ -178,7 +194,7 @@ class Trainer:
         if self.precise_loader is not None:
             hooks.append(
                 PreciseBNHook(
-                    self.net,
+                    self.model,
                     self.precise_loader,
                     self.bn,
                     cfg.BN.NUM_BATCHES_PRECISE,
@@ -188,7 +204,7 @@ class Trainer:
             )
         checkpoint = CheckpointHook(self.checkpointer, periods.checkpoint_due)
         hooks += [
-            BufferSyncHook(self.net, self.ctx, periods.end_of_epoch),
+            BufferSyncHook(self.model, self.ctx, periods.end_of_epoch),
             checkpoint,
         ]
         if self.val_loader is not None:
@@ -237,7 +253,7 @@ class Trainer:
         )
         step_class = GraphedTrainStep if self.cfg.TRAIN.CUDA_GRAPHS else TrainStep
         step = step_class(
-            self.model,
+            self.wrapped_model,
             self.optimizer,
             self.loss_fn,
             self.ctx,
@@ -286,18 +302,25 @@ class Trainer:
         self.eval_hook().validate(state)
 
 
-def train(cfg: CfgNode, rank: int = 0, world_size: int = 1) -> None:
+def train(
+    cfg: CfgNode,
+    rank: int = 0,
+    world_size: int = 1,
+    setup: Optional[RunSetup] = None,
+) -> None:
     """Entry point of a training process (see ``slowfast.launch.spawn``).
 
     Args:
         cfg: the frozen config.
         rank: global rank.
         world_size: number of processes.
+        setup: what the launcher's checks resolved (None: resolved here).
     """
     setup_logging(cfg.OUTPUT_DIR, rank)
     stop = StopSignals(stop_signals(cfg))
     stop.install()
     try:
-        Trainer(cfg, RunContext.create(cfg, rank, world_size), stop).train()
+        ctx = RunContext.create(cfg, rank, world_size)
+        Trainer(cfg, ctx, stop, setup).train()
     finally:
         stop.restore()

@@ -22,7 +22,7 @@ FLOPs instead.
 import logging
 import os
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from fvcore.common.config import CfgNode
 
@@ -33,6 +33,9 @@ from slowfast.launch.start import begin_run
 from slowfast.launch.user_modules import describe_imports, import_user_modules
 from slowfast.utils.errors import EXIT_FAILED, EXIT_OK, EXIT_PREEMPTED, UserError
 from slowfast.utils.logging import error_line, process_log_path, setup_logging
+
+if TYPE_CHECKING:  # the engine (and torch) load only when a run starts
+    from slowfast.engine.builders import RunSetup
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +104,7 @@ def run_job(
     first = layout.rank == 0 or (layout.spawns and layout.node_rank == 0)
     lock = RunLock(cfg.OUTPUT_DIR)
     try:
-        preflight(cfg, layout)
+        setup = preflight(cfg, layout)
         if first:
             lock.acquire()
     except UserError as err:
@@ -115,7 +118,7 @@ def run_job(
             logger.info(source)
         if cfg.IMPORTS:
             logger.info(describe_imports(cfg.IMPORTS))
-        return run_stages(cfg, layout, resume_hint)
+        return run_stages(cfg, layout, resume_hint, setup)
     finally:
         lock.release()
 
@@ -137,13 +140,20 @@ def _stopped(cfg: CfgNode, signum: int, path: Optional[str], resume_hint: str) -
     return EXIT_PREEMPTED
 
 
-def run_stages(cfg: CfgNode, layout: Layout, resume_hint: str = RESUME_HINT) -> int:
+def run_stages(
+    cfg: CfgNode,
+    layout: Layout,
+    resume_hint: str = RESUME_HINT,
+    setup: Optional["RunSetup"] = None,
+) -> int:
     """Runs the enabled stages on this layout, reporting how they ended.
 
     Args:
         cfg: the run's config, with the layout applied.
         layout: the job's processes and this process's place among them.
         resume_hint: what the user does after a preemption.
+        setup: what the checks resolved (``preflight``), handed to every
+            stage of every process; None: each stage resolves its own.
 
     Returns:
         int: the exit status (``utils/errors.py``).
@@ -159,13 +169,13 @@ def run_stages(cfg: CfgNode, layout: Layout, resume_hint: str = RESUME_HINT) -> 
     try:
         if layout.spawns:
             signums = stop_signals(cfg)
-            for stage in stages(cfg):
+            for stage in stages(cfg, setup):
                 launch_job(cfg, layout.init_method, stage, forward_signals=signums)
         else:
             rank = layout.rank or 0  # a launcher's process: its rank is set
             local = layout.local_rank
             run_in_group(
-                stages(cfg),
+                stages(cfg, setup),
                 cfg,
                 layout.init_method,
                 rank,

@@ -79,6 +79,13 @@ def _int(env: Mapping[str, str], *keys: str) -> Optional[int]:
     return None
 
 
+def _required_int(env: Mapping[str, str], *keys: str) -> int:
+    value = _int(env, *keys)
+    if value is None:
+        raise LaunchError(f"{' / '.join(keys)} not set")
+    return value
+
+
 def job_port(job_id: str) -> int:
     """The rendezvous port of a SLURM job (15000-34999 from its id's digits),
     the same on every node, for srun tasks and submitit jobs alike."""
@@ -89,6 +96,7 @@ def job_port(job_id: str) -> int:
 def first_host(nodelist: str) -> str:
     """The first host of a SLURM node list: ``"gpu[07-09,12],cpu1"`` -> ``"gpu07"``."""
     match = re.match(r"([^,\[]*)(?:\[([^\]]*)\])?", nodelist.strip())
+    assert match is not None  # the pattern matches any string
     prefix, ranges = match.group(1), match.group(2)
     if not ranges:
         return prefix
@@ -107,7 +115,7 @@ def tasks_per_node(text: str) -> List[int]:
 
 
 def _torchrun(env: Mapping[str, str]) -> Layout:
-    world, rank = _int(env, "WORLD_SIZE"), _int(env, "RANK")
+    world, rank = _required_int(env, "WORLD_SIZE"), _required_int(env, "RANK")
     local = _int(env, "LOCAL_RANK")
     per_node = _int(env, "LOCAL_WORLD_SIZE") or world
     if world % per_node:
@@ -121,7 +129,7 @@ def _torchrun(env: Mapping[str, str]) -> Layout:
 
 
 def _srun(env: Mapping[str, str]) -> Layout:
-    ntasks = _int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS")
+    ntasks = _required_int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS")
     nodes = _int(env, "SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES")
     nodes = nodes or 1
     per_node_text = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get(
@@ -212,6 +220,7 @@ def check_layout(layout: Layout) -> None:
         LaunchError: otherwise, or ranks out of range.
     """
     rank, local, per_node = layout.rank, layout.local_rank, layout.procs_per_node
+    assert rank is not None  # torchrun and srun layouts know this process's rank
     if not 0 <= rank < layout.world_size:
         raise LaunchError(
             f"{layout.launcher}: rank {rank} out of range for {layout.world_size} "

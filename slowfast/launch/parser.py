@@ -19,6 +19,44 @@ from fvcore.common.config import CfgNode
 _CFG_SUFFIXES = (".yaml", ".yml")
 
 
+def add_cfg_argument(
+    parser: argparse.ArgumentParser, help_text: str, required: bool = False
+) -> None:
+    """Adds ``--cfg`` (also ``--cfg_files``): config files, collected in order
+    in ``cfg_files``.
+
+    Args:
+        parser: the tool's parser.
+        help_text: the option's help.
+        required: whether a config file must be given.
+    """
+    parser.add_argument(
+        "--cfg",
+        "--cfg_files",
+        dest="cfg_files",
+        action="append",
+        default=[],
+        required=required,
+        metavar="FILE",
+        help=help_text,
+    )
+
+
+def add_debug_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """Adds ``--debug``: show tracebacks too (default: SLOWFAST_DEBUG set, not 0).
+
+    Args:
+        parser: the tool's parser.
+        help_text: the option's help.
+    """
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=os.environ.get("SLOWFAST_DEBUG", "") not in ("", "0"),
+        help=help_text,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Returns the argument parser of ``tools/run_net.py``."""
     parser = argparse.ArgumentParser(
@@ -26,15 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n", 1)[1],
     )
-    parser.add_argument(
-        "--cfg",
-        "--cfg_files",
-        dest="cfg_files",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="config file; repeat to merge several in order",
-    )
+    add_cfg_argument(parser, "config file; repeat to merge several in order")
     parser.add_argument(
         "--import",
         dest="imports",
@@ -70,11 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the job was started (default: detected from the environment: "
         "torchrun's or srun's variables, else plain: spawn the processes here)",
     )
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        default=os.environ.get("SLOWFAST_DEBUG", "") not in ("", "0"),
-        help="show tracebacks of set-up errors too (or SLOWFAST_DEBUG=1)",
+    add_debug_argument(
+        parser, "show tracebacks of set-up errors too (or SLOWFAST_DEBUG=1)"
     )
     parser.add_argument(
         "--opts",

@@ -33,12 +33,14 @@ from fvcore.common.config import CfgNode
 from iopath.common.file_io import g_pathmgr
 
 from slowfast.checkpoint.files import CheckpointError
-from slowfast.checkpoint.io import get_last_checkpoint
+from slowfast.checkpoint.load import get_last_checkpoint
 from slowfast.datasets.class_names import check_class_count, read_class_names
 from slowfast.datasets.video_files import check_videos
 from slowfast.engine import predict as engine
 from slowfast.launch.config import load_run_config
 from slowfast.launch.job import one_line, report
+from slowfast.launch.parser import add_cfg_argument, add_debug_argument
+from slowfast.models.describe import describe_model
 from slowfast.utils.errors import EXIT_FAILED, EXIT_OK, UserError
 
 logger = logging.getLogger(__name__)
@@ -57,14 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n", 1)[1],
     )
-    parser.add_argument(
-        "--cfg",
-        "--cfg_files",
-        dest="cfg_files",
-        action="append",
+    add_cfg_argument(
+        parser,
+        "the config the checkpoint was trained with; repeat to merge several",
         required=True,
-        metavar="FILE",
-        help="the config the checkpoint was trained with; repeat to merge several",
     )
     parser.add_argument(
         "--checkpoint",
@@ -81,11 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--top", type=int, default=5, metavar="K", help="classes shown (default 5)"
     )
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        default=os.environ.get("SLOWFAST_DEBUG", "") not in ("", "0"),
-        help="show the traceback of an error too (or SLOWFAST_DEBUG=1)",
+    add_debug_argument(
+        parser, "show the traceback of an error too (or SLOWFAST_DEBUG=1)"
     )
     parser.add_argument(
         "inputs",
@@ -184,9 +179,10 @@ def predict(args: argparse.Namespace) -> int:
     check_videos(args.videos, cfg.DATA.DECODING_BACKEND == "frames")
     names = _class_names(args, cfg)
     device = engine.prediction_device(cfg)
-    model = engine.load_model(cfg, path, device)
+    info = describe_model(cfg)
+    model = engine.load_model(cfg, info, path, device)
     status = EXIT_OK
-    for result in engine.predict_videos(cfg, model, args.videos, device):
+    for result in engine.predict_videos(cfg, info, model, args.videos, device):
         if isinstance(result, UserError):
             report(f"error: {one_line(result)}")
             status = EXIT_FAILED

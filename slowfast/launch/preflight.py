@@ -9,7 +9,7 @@ cannot be written, too little disk for a checkpoint).
 import os
 import shutil
 import uuid
-from typing import List
+from typing import TYPE_CHECKING, List, Optional
 
 from fvcore.common.config import CfgNode
 
@@ -17,6 +17,9 @@ from slowfast.config.derived import per_process_batch
 from slowfast.launch.launcher import Layout
 from slowfast.multigrid import MultigridSchedule
 from slowfast.utils.errors import EXIT_CONFIG, EXIT_FAILED, UserError
+
+if TYPE_CHECKING:  # the engine (and torch) load only when a run resolves
+    from slowfast.engine.builders import RunSetup
 
 EXIT_DATA = EXIT_FAILED
 
@@ -64,12 +67,14 @@ def check_devices(cfg: CfgNode, layout: Layout) -> None:
         )
 
 
-def check_cuda_graphs(cfg: CfgNode, layout: Layout) -> None:
+def check_cuda_graphs(
+    cfg: CfgNode, layout: Layout, schedule: Optional[MultigridSchedule]
+) -> None:
     """CUDA graphs of the training step with several processes: BN statistics
     per process (the graphs hold no collective; the gradients are averaged
     after them, ``engine/flat_grads.py``)."""
     procs = layout.world_size
-    if not (cfg.TRAIN.ENABLE and cfg.TRAIN.CUDA_GRAPHS and procs > 1):
+    if schedule is None or not (cfg.TRAIN.CUDA_GRAPHS and procs > 1):
         return
     where = f"TRAIN.CUDA_GRAPHS = True with {procs} processes needs BN statistics "
     where += "per process"
@@ -79,10 +84,6 @@ def check_cuda_graphs(cfg: CfgNode, layout: Layout) -> None:
             "sub_batchnorm or TRAIN.CUDA_GRAPHS False",
             EXIT_CONFIG,
         )
-    try:
-        schedule = MultigridSchedule.from_cfg(cfg, procs)
-    except ValueError:
-        return  # the trainer names the schedule's fault in its own line
     sync = max(schedule.bn_sync_size(e) for e in range(schedule.max_epoch))
     if sync > 1:
         raise PreflightError(
@@ -105,15 +106,14 @@ def check_batch(cfg: CfgNode, layout: Layout) -> None:
             raise PreflightError(str(err), EXIT_CONFIG) from err
 
 
-def check_schedule(cfg: CfgNode, layout: Layout) -> None:
-    """The training schedule builds and fits the model: LR stages, multigrid
-    epochs, batch factors and BN splits (what the trainer builds first)."""
-    if not cfg.TRAIN.ENABLE:
-        return
-    from slowfast.engine.builders import build_schedule
+def resolve_setup(cfg: CfgNode, layout: Layout) -> "RunSetup":
+    """The model's description and, when training, the schedule, which must
+    build and fit the model: LR stages, multigrid epochs, batch factors and
+    BN splits. The job's stages get this one resolution (``RunSetup``)."""
+    from slowfast.engine.builders import RunSetup
 
     try:
-        build_schedule(cfg, layout.world_size)
+        return RunSetup.from_cfg(cfg, layout.world_size)
     except ValueError as err:
         raise PreflightError(str(err), EXIT_CONFIG) from err
 
@@ -207,22 +207,26 @@ def check_output_dir(cfg: CfgNode) -> None:
         )
 
 
-def preflight(cfg: CfgNode, layout: Layout) -> None:
+def preflight(cfg: CfgNode, layout: Layout) -> "RunSetup":
     """Runs every check; raises ``PreflightError`` at the first problem.
 
     Args:
         cfg: the run's config (with the launcher's layout applied).
         layout: the job's process layout.
+
+    Returns:
+        RunSetup: the model's description and the schedule, for the stages.
     """
     check_devices(cfg, layout)
-    check_cuda_graphs(cfg, layout)
     check_batch(cfg, layout)
-    check_schedule(cfg, layout)
+    setup = resolve_setup(cfg, layout)
+    check_cuda_graphs(cfg, layout, setup.schedule)
     check_checkpoint_files(cfg)
     check_data(cfg)
     if layout.spawns and layout.node_rank == 0 or layout.rank == 0:
         check_output_dir(cfg)
         check_resume(cfg)
+    return setup
 
 
 def preflight_submit(cfg: CfgNode, layout: Layout, write: bool = True) -> None:
@@ -237,9 +241,9 @@ def preflight_submit(cfg: CfgNode, layout: Layout, write: bool = True) -> None:
         write: probe OUTPUT_DIR by writing to it (False for a dry run, which
             writes nothing).
     """
-    check_cuda_graphs(cfg, layout)
     check_batch(cfg, layout)
-    check_schedule(cfg, layout)
+    setup = resolve_setup(cfg, layout)
+    check_cuda_graphs(cfg, layout, setup.schedule)
     check_checkpoint_files(cfg)
     check_data(cfg)
     if write:

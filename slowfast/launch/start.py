@@ -8,7 +8,8 @@ files an interrupted write left;
 """
 
 import logging
-from typing import Callable, List, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from fvcore.common.config import CfgNode
 
@@ -18,16 +19,26 @@ from slowfast.launch.launcher import Layout, describe_layout
 from slowfast.launch.run_lock import RunLock, remove_stale_temp_files
 from slowfast.utils.logging import setup_logging
 
+if TYPE_CHECKING:  # the engine (and torch) load only when a run starts
+    from slowfast.engine.builders import RunSetup
+
 logger = logging.getLogger(__name__)
 
 
-def stages(cfg: CfgNode) -> List[Callable]:
-    """The enabled stages, ``stage(cfg, rank, world_size)``, in order."""
+def stages(cfg: CfgNode, setup: Optional["RunSetup"] = None) -> List[Callable]:
+    """The enabled stages, ``stage(cfg, rank, world_size)``, in order.
+
+    Args:
+        cfg: the run's config.
+        setup: what the launcher's checks resolved, handed to each stage (it
+            travels to spawned processes with the stage); None: each stage
+            resolves its own.
+    """
     from slowfast.engine.tester import test
     from slowfast.engine.trainer import train
 
     enabled = ((train, cfg.TRAIN.ENABLE), (test, cfg.TEST.ENABLE))
-    return [stage for stage, on in enabled if on]
+    return [partial(stage, setup=setup) for stage, on in enabled if on]
 
 
 def begin_run(

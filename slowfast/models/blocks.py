@@ -60,46 +60,75 @@ class PathwayStage:
     nonlocal_pool: Optional[Sequence[int]] = None
 
 
+@dataclasses.dataclass(frozen=True)
+class BlockShape:
+    """The channels and kernels of one residual block.
+
+    Attributes:
+        dim_in: input channels.
+        dim_out: output channels.
+        dim_inner: inner (bottleneck) channels; the basic block has none.
+        temp_kernel: temporal kernel size of its first conv.
+        stride: spatial stride.
+        dilation: spatial dilation of the 3x3 convs.
+    """
+
+    dim_in: int
+    dim_out: int
+    dim_inner: int
+    temp_kernel: int
+    stride: int
+    dilation: int
+
+
+def _temporal_conv(
+    dim_in: int, dim_out: int, temp_kernel: int, size: int, stride: int
+) -> TimeTrimmedConv3d:
+    """A transform's first conv: kernel [temp_kernel, size, size], padded to
+    keep the length and (stride 1) the size."""
+    return TimeTrimmedConv3d(
+        dim_in,
+        dim_out,
+        kernel_size=(temp_kernel, size, size),
+        stride=(1, stride, stride),
+        padding=(temp_kernel // 2, size // 2, size // 2),
+        bias=False,
+    )
+
+
+def _spatial_conv(
+    dim: int, stride: int, dilation: int, groups: int = 1
+) -> SmallMapConv3d:
+    """A transform's [1, 3, 3] conv of ``dim`` channels, padded by ``dilation``."""
+    return SmallMapConv3d(
+        dim,
+        dim,
+        kernel_size=(1, 3, 3),
+        stride=(1, stride, stride),
+        padding=(0, dilation, dilation),
+        groups=groups,
+        dilation=(1, dilation, dilation),
+        bias=False,
+    )
+
+
 class BottleneckTransform(nn.Module):
     """Conv [t, 1, 1] -> conv [1, 3, 3] (grouped) -> conv 1x1x1, BN after each."""
 
-    def __init__(
-        self,
-        dim_in: int,
-        dim_out: int,
-        dim_inner: int,
-        temp_kernel: int,
-        stride: int,
-        dilation: int,
-        opts: BlockOptions,
-    ) -> None:
+    def __init__(self, shape: BlockShape, opts: BlockOptions) -> None:
         super().__init__()
+        inner, stride = shape.dim_inner, shape.stride
         str1x1, str3x3 = (stride, 1) if opts.stride_1x1 else (1, stride)
-        self.a = TimeTrimmedConv3d(
-            dim_in,
-            dim_inner,
-            kernel_size=(temp_kernel, 1, 1),
-            stride=(1, str1x1, str1x1),
-            padding=(temp_kernel // 2, 0, 0),
-            bias=False,
-        )
-        self.a_bn = opts.norm(dim_inner)
+        self.a = _temporal_conv(shape.dim_in, inner, shape.temp_kernel, 1, str1x1)
+        self.a_bn = opts.norm(inner)
         self.a_relu = nn.ReLU(inplace=opts.inplace_relu)
-        self.b = SmallMapConv3d(
-            dim_inner,
-            dim_inner,
-            kernel_size=(1, 3, 3),
-            stride=(1, str3x3, str3x3),
-            padding=(0, dilation, dilation),
-            groups=opts.num_groups,
-            dilation=(1, dilation, dilation),
-            bias=False,
-        )
-        self.b_bn = opts.norm(dim_inner)
+        self.b = _spatial_conv(inner, str3x3, shape.dilation, opts.num_groups)
+        self.b_bn = opts.norm(inner)
         self.b_relu = nn.ReLU(inplace=opts.inplace_relu)
-        self.c = nn.Conv3d(dim_inner, dim_out, kernel_size=1, bias=False)
-        self.c_bn = opts.norm(dim_out)
-        self.c_bn.transform_final_bn = True
+        self.c = nn.Conv3d(inner, shape.dim_out, kernel_size=1, bias=False)
+        self.c_bn = opts.norm(shape.dim_out)
+        # Module.__setattr__ is typed for tensors and modules; any value works.
+        self.c_bn.transform_final_bn = True  # type: ignore[assignment]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.a_relu(self.a_bn(self.a(x)))
@@ -110,38 +139,16 @@ class BottleneckTransform(nn.Module):
 class BasicTransform(nn.Module):
     """Conv [t, 3, 3] -> conv [1, 3, 3], BN after each (ResNet-18 style)."""
 
-    def __init__(
-        self,
-        dim_in: int,
-        dim_out: int,
-        dim_inner: int,
-        temp_kernel: int,
-        stride: int,
-        dilation: int,
-        opts: BlockOptions,
-    ) -> None:
+    def __init__(self, shape: BlockShape, opts: BlockOptions) -> None:
         super().__init__()
-        del dim_inner  # The basic block has no bottleneck.
-        self.a = TimeTrimmedConv3d(
-            dim_in,
-            dim_out,
-            kernel_size=(temp_kernel, 3, 3),
-            stride=(1, stride, stride),
-            padding=(temp_kernel // 2, 1, 1),
-            bias=False,
-        )
+        dim_out, stride = shape.dim_out, shape.stride  # No bottleneck: no dim_inner.
+        self.a = _temporal_conv(shape.dim_in, dim_out, shape.temp_kernel, 3, stride)
         self.a_bn = opts.norm(dim_out)
         self.a_relu = nn.ReLU(inplace=opts.inplace_relu)
-        self.b = SmallMapConv3d(
-            dim_out,
-            dim_out,
-            kernel_size=(1, 3, 3),
-            padding=(0, dilation, dilation),
-            dilation=(1, dilation, dilation),
-            bias=False,
-        )
+        self.b = _spatial_conv(dim_out, 1, shape.dilation)
         self.b_bn = opts.norm(dim_out)
-        self.b_bn.transform_final_bn = True
+        # Module.__setattr__ is typed for tensors and modules; any value works.
+        self.b_bn.transform_final_bn = True  # type: ignore[assignment]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.a_relu(self.a_bn(self.a(x)))
@@ -161,25 +168,18 @@ class ResBlock(nn.Module):
     changes, else the identity.
     """
 
-    def __init__(
-        self,
-        dim_in: int,
-        dim_out: int,
-        dim_inner: int,
-        temp_kernel: int,
-        stride: int,
-        dilation: int,
-        opts: BlockOptions,
-    ) -> None:
+    def __init__(self, shape: BlockShape, opts: BlockOptions) -> None:
         super().__init__()
         if opts.trans_func not in TRANSFORMS:
             raise ValueError(
                 f"RESNET.TRANS_FUNC = {opts.trans_func!r}: must be one of "
                 f"{sorted(TRANSFORMS)}"
             )
-        if dim_in != dim_out or stride != 1:
+        dim_out, stride = shape.dim_out, shape.stride
+        self.branch1: Optional[nn.Conv3d]
+        if shape.dim_in != dim_out or stride != 1:
             self.branch1 = nn.Conv3d(
-                dim_in,
+                shape.dim_in,
                 dim_out,
                 kernel_size=1,
                 stride=(1, stride, stride),
@@ -188,9 +188,7 @@ class ResBlock(nn.Module):
             self.branch1_bn = opts.norm(dim_out)
         else:
             self.branch1 = None
-        self.branch2 = TRANSFORMS[opts.trans_func](
-            dim_in, dim_out, dim_inner, temp_kernel, stride, dilation, opts
-        )
+        self.branch2 = TRANSFORMS[opts.trans_func](shape, opts)
         self.relu = nn.ReLU(inplace=opts.inplace_relu)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -215,15 +213,15 @@ class ResStage(nn.Module):
         for p, spec in enumerate(pathways):
             names = []
             for i, temp_kernel in enumerate(spec.temp_kernels):
-                block = ResBlock(
+                shape = BlockShape(
                     spec.dim_in if i == 0 else spec.dim_out,
                     spec.dim_out,
                     spec.dim_inner,
                     temp_kernel,
                     spec.stride if i == 0 else 1,
                     spec.dilation,
-                    opts,
                 )
+                block = ResBlock(shape, opts)
                 names.append(f"pathway{p}_res{i}")
                 self.add_module(names[-1], block)
                 if i in spec.nonlocal_inds:

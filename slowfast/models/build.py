@@ -67,5 +67,6 @@ def set_memory_format(model: nn.Module, channels_last: bool) -> nn.Module:
         if part is not None and hasattr(part, "channels_last"):
             part.channels_last = bool(channels_last)
     if channels_last:
-        model = model.to(memory_format=torch.channels_last_3d)
+        # Module.to takes memory_format at runtime; torch's overloads omit it.
+        model = model.to(memory_format=torch.channels_last_3d)  # type: ignore[call-overload]
     return model

@@ -82,7 +82,8 @@ def param_groups(model: nn.Module, cfg: CfgNode) -> List[dict]:
     own = getattr(inner, "param_groups", None)
     if callable(own):
         return own(cfg)
-    norm_params, other_params = [], []
+    norm_params: List[nn.Parameter] = []
+    other_params: List[nn.Parameter] = []
     for module in model.modules():
         is_norm = isinstance(module, _NORM_TYPES)
         for param in module.parameters(recurse=False):

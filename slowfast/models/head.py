@@ -31,6 +31,7 @@ class ResNetBasicHead(nn.Module):
         self.pool = nn.AdaptiveAvgPool3d(1)
         self.dropout = nn.Dropout(dropout_rate) if dropout_rate > 0 else nn.Identity()
         self.projection = nn.Linear(sum(dim_in), num_classes, bias=True)
+        self.act: nn.Module
         if act == "softmax":
             self.act = nn.Softmax(dim=1)
         elif act == "sigmoid":

@@ -14,7 +14,7 @@ The statistics are non-persistent buffers: checkpoints keep the reference's
 keys, and a checkpoint loads into a model built with other statistics.
 """
 
-from typing import Sequence
+from typing import Sequence, cast
 
 import torch
 from fvcore.common.config import CfgNode
@@ -31,6 +31,9 @@ class InputNormalizer(nn.Module):
         channels_last: return the result in ``torch.channels_last_3d`` (the
             model's memory format), saving the model a copy.
     """
+
+    scale: torch.Tensor
+    bias: torch.Tensor
 
     def __init__(
         self, mean: Sequence[float], std: Sequence[float], channels_last: bool = False
@@ -82,7 +85,8 @@ def _normalize_inputs(module: nn.Module, args: tuple):
     """Forward pre-hook: normalises the uint8 tensors of the input list."""
     if not args or not isinstance(args[0], (list, tuple)):
         return None
-    return ([module.input_norm(t) for t in args[0]], *args[1:])
+    norm = cast(InputNormalizer, module.input_norm)
+    return ([norm(t) for t in args[0]], *args[1:])
 
 
 def attach_input_norm(model: nn.Module, cfg: CfgNode) -> nn.Module:

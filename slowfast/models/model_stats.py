@@ -1,13 +1,13 @@
 """Model statistics: parameter count, fvcore FLOPs, network stride, inputs."""
 
 import logging
-from typing import Callable, Dict, List, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from fvcore.common.config import CfgNode
 from torch import nn
 
-from slowfast.models.describe import describe_model
+from slowfast.models.describe import ModelInfo, describe_model
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ def pathway_inputs(
     num_frames: int,
     crop_size: Union[int, tuple],
     device: Union[str, torch.device] = "cpu",
+    info: Optional[ModelInfo] = None,
 ) -> List[torch.Tensor]:
     """Makes random model inputs with the configured pathways.
 
@@ -58,6 +59,7 @@ def pathway_inputs(
         num_frames: frames of the fast (or only) pathway.
         crop_size: spatial size, an int (square) or (height, width).
         device: where to create the tensors.
+        info: the model's description (None: ``describe_model(cfg)``).
 
     Returns:
         list[torch.Tensor]: one [N, C, T, H, W] tensor per pathway.
@@ -74,9 +76,10 @@ def pathway_inputs(
         shape = (batch, num_channels, frames, height, width)
         return torch.rand(shape, device=device)
 
-    if num_pathways(cfg) == 1:
+    info = describe_model(cfg) if info is None else info
+    if info.num_pathways == 1:
         return [clip(channels[0], num_frames)]
-    alpha = describe_model(cfg).alpha
+    alpha = info.alpha
     if num_frames // alpha < 1:
         raise ValueError(
             f"{num_frames} frames give no slow-pathway frame with "
@@ -91,7 +94,13 @@ def pathway_inputs(
     return [slow, fast]
 
 
-def gflops(model: nn.Module, cfg: CfgNode, num_frames: int, crop_size: int) -> float:
+def gflops(
+    model: nn.Module,
+    cfg: CfgNode,
+    num_frames: int,
+    crop_size: int,
+    info: Optional[ModelInfo] = None,
+) -> float:
     """Counts the fvcore GFLOPs (multiply-adds) of one clip in eval mode.
 
     The model's training mode is restored afterwards.
@@ -101,6 +110,7 @@ def gflops(model: nn.Module, cfg: CfgNode, num_frames: int, crop_size: int) -> f
         cfg: the run's config (pathways and SlowFast ALPHA).
         num_frames: frames of the fast (or only) pathway.
         crop_size: spatial size of the square crop.
+        info: the model's description (None: ``describe_model(cfg)``).
 
     Returns:
         float: GFLOPs for batch size 1.
@@ -110,7 +120,7 @@ def gflops(model: nn.Module, cfg: CfgNode, num_frames: int, crop_size: int) -> f
     model = getattr(model, "module", model)
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
-    inputs = pathway_inputs(cfg, 1, num_frames, crop_size, device=device)
+    inputs = pathway_inputs(cfg, 1, num_frames, crop_size, device, info)
     was_training = model.training
     model.eval()
     try:
@@ -171,7 +181,12 @@ def network_stride(cfg: CfgNode) -> int:
     return describe_model(cfg).spatial_stride
 
 
-def log_model_info(model: nn.Module, cfg: CfgNode, flops: bool = True) -> None:
+def log_model_info(
+    model: nn.Module,
+    cfg: CfgNode,
+    flops: bool = True,
+    info: Optional[ModelInfo] = None,
+) -> None:
     """Logs the model's parameter count and test-view GFLOPs.
 
     Args:
@@ -179,10 +194,11 @@ def log_model_info(model: nn.Module, cfg: CfgNode, flops: bool = True) -> None:
         cfg: the run's config (DATA.NUM_FRAMES and DATA.TEST_CROP_SIZE give
             the test view).
         flops: also count FLOPs (a traced forward pass at the test shape).
+        info: the model's description (None: ``describe_model(cfg)``).
     """
     logger.info("Model: %s", type(getattr(model, "module", model)).__name__)
     logger.info("Params: %s", f"{params_count(model):,}")
     if flops:
         frames, crop = cfg.DATA.NUM_FRAMES, cfg.DATA.TEST_CROP_SIZE
-        value = gflops(model, cfg, frames, crop)
+        value = gflops(model, cfg, frames, crop, info)
         logger.info("FLOPs: %.2f G per view of %d x %d^2", value, frames, crop)

@@ -1,6 +1,6 @@
 """Non-local block (Wang et al., 2018) as used by I3D-NL and SlowFast-NL."""
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 from torch import nn
@@ -32,7 +32,7 @@ class Nonlocal(nn.Module):
         self,
         dim: int,
         dim_inner: int,
-        pool_size: Sequence[int],
+        pool_size: Optional[Sequence[int]],
         instantiation: str,
         group: int,
         norm: NormFactory,
@@ -53,8 +53,10 @@ class Nonlocal(nn.Module):
         self.conv_g = nn.Conv3d(dim, dim_inner, kernel_size=1)
         self.conv_out = nn.Conv3d(dim_inner, dim, kernel_size=1)
         self.bn = norm(dim)
-        self.bn.transform_final_bn = True
+        # Module.__setattr__ is typed for tensors and modules; any value works.
+        self.bn.transform_final_bn = True  # type: ignore[assignment]
         pool_size = tuple(pool_size) if pool_size is not None else (1, 1, 1)
+        self.pool: Optional[nn.MaxPool3d]
         if any(k > 1 for k in pool_size):
             self.pool = nn.MaxPool3d(kernel_size=pool_size, stride=pool_size)
         else:

@@ -174,6 +174,7 @@ class SubBatchNorm3d(nn.BatchNorm3d):
         if workspace is None:
             workspace = self.__dict__["_split_workspace"] = SplitWorkspace()
         track = self.track_running_stats
+        assert self.momentum is not None  # _fused_split_ok requires one
         return split_batch_norm(
             x,
             self.weight,
@@ -273,17 +274,22 @@ class SubBatchNorm3d(nn.BatchNorm3d):
         self, mean: torch.Tensor, var: torch.Tensor, total: float
     ) -> None:
         """Folds per-split (mean, biased variance) of ``total`` values in all."""
-        self.num_batches_tracked.add_(1)
+        batches = self.num_batches_tracked
+        running_mean, running_var = self.running_mean, self.running_var
+        # Called with track_running_stats, which gives the layer all three.
+        assert batches is not None
+        assert running_mean is not None and running_var is not None
+        batches.add_(1)
         if self.momentum is None:
-            factor = 1.0 / float(self.num_batches_tracked)
+            factor = 1.0 / float(batches)
         else:
             factor = self.momentum
         total_mean = mean.mean(0)
         total_var = var.mean(0) + ((mean - total_mean) ** 2).mean(0)
         total_var = total_var * (total / max(total - 1.0, 1.0))
-        dtype = self.running_mean.dtype
-        self.running_mean.mul_(1 - factor).add_(total_mean.to(dtype), alpha=factor)
-        self.running_var.mul_(1 - factor).add_(total_var.to(dtype), alpha=factor)
+        dtype = running_mean.dtype
+        running_mean.mul_(1 - factor).add_(total_mean.to(dtype), alpha=factor)
+        running_var.mul_(1 - factor).add_(total_var.to(dtype), alpha=factor)
 
 
 class _AllReduceSum(torch.autograd.Function):

@@ -1,12 +1,12 @@
 """ResNet video models with one pathway: C2D, I3D (optionally non-local), Slow."""
 
-from typing import List
+from typing import Any, List, NamedTuple
 
 import torch
 from fvcore.common.config import CfgNode
 from torch import nn
 
-from slowfast.models.arch import arch_layout, per_pathway
+from slowfast.models.arch import ArchLayout, arch_layout, per_pathway
 from slowfast.models.blocks import BlockOptions, PathwayStage, ResStage
 from slowfast.models.build import MODEL_REGISTRY
 from slowfast.models.describe import ModelInfo, resnet_spatial_stride, resnet_width
@@ -32,6 +32,61 @@ def block_options(cfg: CfgNode) -> BlockOptions:
         stride_1x1=cfg.RESNET.STRIDE_1X1,
         inplace_relu=cfg.RESNET.INPLACE_RELU,
         nonlocal_instantiation=cfg.NONLOCAL.INSTANTIATION,
+    )
+
+
+class ResNetSetup(NamedTuple):
+    """What a ResNet-family model reads from the config before its stages.
+
+    Attributes:
+        layout: the architecture's kernels, strides and pools.
+        opts: the block options.
+        width: RESNET.WIDTH_PER_GROUP (the stem's channels).
+        inner: inner channels of res2 (RESNET.NUM_GROUPS * width).
+        channels: DATA.INPUT_CHANNEL_NUM, one per pathway.
+    """
+
+    layout: ArchLayout
+    opts: BlockOptions
+    width: int
+    inner: int
+    channels: List[int]
+
+
+def resnet_setup(cfg: CfgNode, num_pathways: int) -> ResNetSetup:
+    """Reads what the ResNet-family models share from a config.
+
+    Args:
+        cfg: the run's config.
+        num_pathways: the model's pathways.
+
+    Returns:
+        ResNetSetup: layout, block options, widths and input channels.
+    """
+    layout, opts = arch_layout(cfg, num_pathways), block_options(cfg)
+    width = cfg.RESNET.WIDTH_PER_GROUP
+    channels = per_pathway(
+        cfg.DATA.INPUT_CHANNEL_NUM, num_pathways, "DATA.INPUT_CHANNEL_NUM"
+    )
+    return ResNetSetup(layout, opts, width, cfg.RESNET.NUM_GROUPS * width, channels)
+
+
+def resnet_info(cfg: CfgNode, min_frames: int, **pathways: Any) -> ModelInfo:
+    """The ``ModelInfo`` of a ResNet-family model (its spatial stride, width).
+
+    Args:
+        cfg: the run's config.
+        min_frames: the fewest frames a clip may have.
+        **pathways: the other fields (a two-pathway model's).
+
+    Returns:
+        ModelInfo: what the data side needs to know of the model.
+    """
+    return ModelInfo(
+        spatial_stride=resnet_spatial_stride(cfg),
+        min_frames=min_frames,
+        width=resnet_width(cfg),
+        **pathways,
     )
 
 
@@ -67,28 +122,23 @@ class ResNet(nn.Module):
     """
 
     num_pathways = 1
+    # Stages added with add_module (the reference's names).
+    s2: ResStage
+    s3: ResStage
+    s4: ResStage
+    s5: ResStage
 
     @classmethod
     def describe(cls, cfg: CfgNode) -> ModelInfo:
         """One pathway of at least as many frames as the temporal max-pool after
         res2 takes (2 for C2D and I3D, 1 for Slow); the ResNet's spatial stride."""
         pool = arch_layout(cfg, cls.num_pathways).pool_after_res2[0]
-        return ModelInfo(
-            spatial_stride=resnet_spatial_stride(cfg),
-            min_frames=pool[0],
-            width=resnet_width(cfg),
-        )
+        return resnet_info(cfg, min_frames=pool[0])
 
     def __init__(self, cfg: CfgNode) -> None:
         super().__init__()
-        layout = arch_layout(cfg, self.num_pathways)
-        opts = block_options(cfg)
+        layout, opts, width, inner, channels = resnet_setup(cfg, self.num_pathways)
         self.channels_last = False  # build_model sets the memory format
-        width = cfg.RESNET.WIDTH_PER_GROUP
-        inner = cfg.RESNET.NUM_GROUPS * width
-        channels = per_pathway(
-            cfg.DATA.INPUT_CHANNEL_NUM, self.num_pathways, "DATA.INPUT_CHANNEL_NUM"
-        )
         self.s1 = VideoModelStem(
             channels, [width], layout.stem_temp_kernels, opts.norm, opts.inplace_relu
         )
@@ -109,7 +159,9 @@ class ResNet(nn.Module):
             self.add_module(f"s{s + 2}", ResStage([spec], opts))
             if s == 0:
                 pool = layout.pool_after_res2[0]
-                self.pathway0_pool = nn.MaxPool3d(kernel_size=pool, stride=pool)
+                self.pathway0_pool = nn.MaxPool3d(
+                    kernel_size=tuple(pool), stride=tuple(pool)
+                )
             dim_in = dim_out
         self.head = make_head(cfg, [dim_in])
         init_weights(self, cfg.MODEL.FC_INIT_STD, cfg.RESNET.ZERO_INIT_FINAL_BN)

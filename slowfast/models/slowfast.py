@@ -6,13 +6,12 @@ import torch
 from fvcore.common.config import CfgNode
 from torch import nn
 
-from slowfast.models.arch import arch_layout, per_pathway
 from slowfast.models.blocks import PathwayStage, ResStage
 from slowfast.models.build import MODEL_REGISTRY
-from slowfast.models.describe import ModelInfo, resnet_spatial_stride, resnet_width
+from slowfast.models.describe import ModelInfo
 from slowfast.models.fusion import FuseFastToSlow
 from slowfast.models.init import init_weights
-from slowfast.models.resnet import block_options, make_head
+from slowfast.models.resnet import make_head, resnet_info, resnet_setup
 from slowfast.models.stem import VideoModelStem, prepare_pathways
 
 
@@ -30,36 +29,39 @@ class SlowFast(nn.Module):
     """
 
     num_pathways = 2
+    # Added with add_module (the reference's names).
+    s2: ResStage
+    s3: ResStage
+    s4: ResStage
+    s5: ResStage
+    s2_fuse: FuseFastToSlow
+    s3_fuse: FuseFastToSlow
+    s4_fuse: FuseFastToSlow
+    pathway0_pool: nn.MaxPool3d
+    pathway1_pool: nn.MaxPool3d
 
     @classmethod
     def describe(cls, cfg: CfgNode) -> ModelInfo:
         """Slow and fast pathways: clips need SLOWFAST.ALPHA frames at least."""
         alpha = cfg.SLOWFAST.ALPHA
-        return ModelInfo(
+        return resnet_info(
+            cfg,
+            min_frames=alpha,
             num_pathways=2,
             alpha=alpha,
             slow_sampling=cfg.SLOWFAST.SLOW_SAMPLING,
-            spatial_stride=resnet_spatial_stride(cfg),
-            min_frames=alpha,
-            width=resnet_width(cfg),
         )
 
     def __init__(self, cfg: CfgNode) -> None:
         super().__init__()
-        layout = arch_layout(cfg, self.num_pathways)
-        opts = block_options(cfg)
+        layout, opts, width, inner, channels = resnet_setup(cfg, self.num_pathways)
         self.channels_last = False  # build_model sets the memory format
-        width = cfg.RESNET.WIDTH_PER_GROUP
-        inner = cfg.RESNET.NUM_GROUPS * width
         beta_inv = cfg.SLOWFAST.BETA_INV
         if width // beta_inv < 1:
             raise ValueError(
                 f"SLOWFAST.BETA_INV = {beta_inv}: leaves the fast pathway no "
                 f"channels with RESNET.WIDTH_PER_GROUP = {width}"
             )
-        channels = per_pathway(
-            cfg.DATA.INPUT_CHANNEL_NUM, self.num_pathways, "DATA.INPUT_CHANNEL_NUM"
-        )
 
         def fuse(fast_dim: int) -> FuseFastToSlow:
             return FuseFastToSlow(
@@ -102,7 +104,8 @@ class SlowFast(nn.Module):
             if s == 0:
                 for p, pool in enumerate(layout.pool_after_res2):
                     self.add_module(
-                        f"pathway{p}_pool", nn.MaxPool3d(kernel_size=pool, stride=pool)
+                        f"pathway{p}_pool",
+                        nn.MaxPool3d(kernel_size=tuple(pool), stride=tuple(pool)),
                     )
             dims = outs
         self.head = make_head(cfg, dims)

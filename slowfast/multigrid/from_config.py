@@ -7,7 +7,6 @@ import logging
 from fvcore.common.config import CfgNode
 
 from slowfast.config.derived import global_batch_size, lr_scale
-from slowfast.models.describe import describe_model
 from slowfast.multigrid.long_cycle import ScheduleEntry, plan_long_cycle
 from slowfast.multigrid.shapes import resolve_short_factors
 from slowfast.solver.lr_policy import LrPolicy
@@ -15,15 +14,15 @@ from slowfast.solver.lr_policy import LrPolicy
 logger = logging.getLogger(__name__)
 
 
-def short_cycle_factors(cfg: CfgNode) -> tuple:
+def short_cycle_factors(cfg: CfgNode, spatial_stride: int) -> tuple:
     """MULTIGRID.SHORT_CYCLE_FACTORS after the feature-map rule of
-    MULTIGRID.SHORT_CYCLE_MIN_MAP, for the model the config builds (see
-    ``shapes.resolve_short_factors``)."""
+    MULTIGRID.SHORT_CYCLE_MIN_MAP, for a network of total ``spatial_stride``
+    (``ModelInfo.spatial_stride``; see ``shapes.resolve_short_factors``)."""
     mg = cfg.MULTIGRID
     return resolve_short_factors(
         mg.SHORT_CYCLE_FACTORS,
         mg.SHORT_CYCLE_MIN_MAP,
-        describe_model(cfg).spatial_stride,
+        spatial_stride,
         cfg.DATA.TRAIN_CROP_SIZE,
     )
 
@@ -41,12 +40,14 @@ def _log_raised_factors(mg: CfgNode, factors: tuple) -> None:
         )
 
 
-def schedule_fields(cfg: CfgNode, num_procs: int) -> dict:
+def schedule_fields(cfg: CfgNode, num_procs: int, spatial_stride: int) -> dict:
     """Returns the constructor arguments of ``MultigridSchedule`` for a run.
 
     Args:
         cfg: the frozen config (read only).
         num_procs: number of training processes.
+        spatial_stride: the network's total spatial stride (the short cycle's
+            feature-map rule).
 
     Returns:
         dict: field name -> value; the long cycle and its LR solver resolved.
@@ -74,7 +75,7 @@ def schedule_fields(cfg: CfgNode, num_procs: int) -> dict:
     shape = dict(base_frames=cfg.DATA.NUM_FRAMES, base_crop=cfg.DATA.TRAIN_CROP_SIZE)
     short = dict(
         short_cycle=mg.SHORT_CYCLE,
-        short_factors=short_cycle_factors(cfg),
+        short_factors=short_cycle_factors(cfg, spatial_stride),
         short_mode=mg.SHORT_CYCLE_CROP_MODE,
     )
     _log_raised_factors(mg, short["short_factors"])

@@ -18,7 +18,7 @@ configs give the same entries, epochs, steps and LRs:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Any, Dict, Sequence
 
 from slowfast.multigrid.shapes import batch_factor, long_cycle_shapes, short_cycle_crops
 from slowfast.solver.lr_policy import LrPolicy
@@ -117,7 +117,7 @@ def derive_long_cycle(
     Returns:
         tuple: the entries in order; the last one is the fine-tuning phase.
     """
-    avg_kwargs = dict(
+    avg_kwargs: Dict[str, Any] = dict(
         base_frames=base_frames,
         base_crop=base_crop,
         short_cycle=short_cycle,

@@ -2,13 +2,13 @@
 
 ``describe`` gives one row per entry, ``to_dict`` a JSON-ready summary (used by
 ``tools/plan_multigrid.py --json`` and for the OUTPUT_DIR dump) and
-``format_table`` an aligned text table.
+``schedule_table`` an aligned text table.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from slowfast.utils import table
 
@@ -100,7 +100,7 @@ def to_dict(schedule: MultigridSchedule, dataset_size: Optional[int] = None) -> 
         (None when the dataset is too small for one iteration).
     """
     s = schedule
-    out = dict(
+    out: Dict[str, Any] = dict(
         max_epoch=s.max_epoch,
         iteration_ratio=s.iteration_ratio(),
         schedule=[asdict(e) for e in s.entries],
@@ -131,7 +131,7 @@ def _lr_text(row: dict) -> str:
     return f"{row['lr']:.4g}->{row['lr_end']:.4g}"
 
 
-def format_table(
+def schedule_table(
     schedule: MultigridSchedule,
     dataset_size: int,
     gflops_fn: Optional[GflopsFn] = None,
@@ -324,8 +324,12 @@ def shape_iterations(schedule: MultigridSchedule, dataset_size: int) -> dict:
     for epoch in range(schedule.max_epoch):
         for position, n in enumerate(schedule.cycle_iters(epoch, dataset_size)):
             shape = schedule.iter_shape(epoch, position)
-            key = (shape.per_proc_batch, shape.num_frames, shape.crop_size)
-            key += (shape.bn_splits,)
+            key = (
+                shape.per_proc_batch,
+                shape.num_frames,
+                shape.crop_size,
+                shape.bn_splits,
+            )
             counts[key] = counts.get(key, 0) + n
     return counts
 

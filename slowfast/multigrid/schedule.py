@@ -31,7 +31,8 @@ from fvcore.common.config import CfgNode
 
 from slowfast.config.derived import per_process_batch
 from slowfast.datasets.grid import SamplingGrid, jitter_scales, sampling_rate_range
-from slowfast.multigrid.fields import schedule_fields
+from slowfast.models.describe import ModelInfo, describe_model
+from slowfast.multigrid.from_config import schedule_fields
 from slowfast.multigrid.long_cycle import ScheduleEntry
 from slowfast.multigrid.plan import cycle_counts, epoch_plan
 from slowfast.multigrid.shapes import (
@@ -97,23 +98,33 @@ class MultigridSchedule:
 
     @classmethod
     def from_cfg(
-        cls, cfg: CfgNode, num_procs: int = 1, min_crop: int = 1
+        cls, cfg: CfgNode, num_procs: int = 1, model: ModelInfo | None = None
     ) -> MultigridSchedule:
-        """Builds the schedule of a run.
+        """Builds the schedule of a run and checks it against the model.
 
         Args:
             cfg: the frozen config.
             num_procs: number of training processes (world size).
-            min_crop: smallest crop the network accepts (its total stride).
+            model: the configured model's description (``describe_model``),
+                as the run resolved it; None: described here.
 
         Returns:
             MultigridSchedule: the schedule.
 
         Raises:
-            ValueError: one line naming the config key or value at fault.
+            ValueError: one line naming the config key or value at fault
+                (multigrid with a model that takes clips of one shape only,
+                or a shape the model cannot take).
         """
-        schedule = cls(**schedule_fields(cfg, num_procs))
-        schedule.validate(min_crop)
+        model = describe_model(cfg) if model is None else model
+        schedule = cls(**schedule_fields(cfg, num_procs, model.spatial_stride))
+        if (schedule.long_cycle or schedule.short_cycle) and not model.varying_shapes:
+            raise ValueError(
+                f"MODEL.MODEL_NAME = {cfg.MODEL.MODEL_NAME!r} takes clips of one "
+                "shape only; multigrid (MULTIGRID.LONG_CYCLE / SHORT_CYCLE) needs "
+                "a model that takes varying shapes"
+            )
+        schedule.validate(model.spatial_stride, model.min_frames, model.alpha)
         logger.info(
             "schedule: long cycle %s, short cycle %s, %d entries, %d epochs, "
             "%.2fx fewer iterations than the %d-epoch baseline (the paper's "

@@ -47,10 +47,10 @@ def sgd(groups: list, cfg: CfgNode) -> torch.optim.Optimizer:
     On GPUs the update is the fused kernel: one launch for all parameters,
     and it skips a non-finite step on the device (``found_inf``,
     ``engine/nonfinite.py``), so the host never waits for the verdict. On
-    CPUs PyTorch's per-tensor loop, where ``foreach`` is no faster for small
-    models and slower for full-width ones (docs/benchmarks/design-notes.md, "SGD
-    implementation on CPU"), and the fused kernel rounds differently in the
-    last bit, which would change every trained number of the CPU demos.
+    CPUs PyTorch's per-tensor loop: ``foreach`` does not pay off there
+    (docs/benchmarks/design-notes.md, "SGD implementation on CPU"), and the
+    fused kernel rounds differently in the last bit, which would change every
+    trained number of the CPU demos.
     """
     on_gpu = all(p.is_cuda for group in groups for p in group["params"])
     return torch.optim.SGD(

@@ -21,7 +21,9 @@ def seed_everything(seed: int) -> None:
 
 def get_rng_state() -> dict:
     """The RNG states of Python, NumPy and torch (CPU and CUDA)."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    legacy_state = np.random.get_state(legacy=True)
+    assert isinstance(legacy_state, tuple)  # the global generator is MT19937
+    name, keys, pos, has_gauss, cached = legacy_state
     state = {
         "python": random.getstate(),
         # Plain types so that checkpoints load with torch.load(weights_only=True).

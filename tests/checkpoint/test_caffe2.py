@@ -13,7 +13,7 @@ import torch
 
 from slowfast.checkpoint import caffe2
 from slowfast.checkpoint.files import CheckpointError
-from slowfast.checkpoint.io import get_last_checkpoint, load_checkpoint
+from slowfast.checkpoint.load import get_last_checkpoint, load_checkpoint
 from slowfast.checkpoint.save import save_checkpoint
 from slowfast.config import load_config
 from slowfast.models import build_model

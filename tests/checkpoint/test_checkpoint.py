@@ -17,7 +17,7 @@ from slowfast.checkpoint.files import (
     has_checkpoint,
     list_checkpoints,
 )
-from slowfast.checkpoint.io import (
+from slowfast.checkpoint.load import (
     checkpoint_epoch,
     get_last_checkpoint,
     load_checkpoint,
@@ -32,11 +32,6 @@ from tests.helpers.checkpoint_utils import (
     make_optimizer,
     train_step,
 )
-
-
-@pytest.fixture
-def cfg():
-    return load_config([], ["NUM_GPUS", "0"])
 
 
 def test_paths_are_reference_names(tmp_path, cfg):

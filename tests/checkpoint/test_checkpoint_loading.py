@@ -8,7 +8,7 @@ from torch import nn
 
 from slowfast.checkpoint.files import CheckpointError
 from slowfast.checkpoint.inflate import inflate_weight
-from slowfast.checkpoint.io import load_checkpoint
+from slowfast.checkpoint.load import load_checkpoint
 from slowfast.checkpoint.save import save_checkpoint
 from slowfast.config import load_config
 from slowfast.models import build_model
@@ -19,11 +19,6 @@ from tests.helpers.checkpoint_utils import (
     make_optimizer,
     randomize_bn,
 )
-
-
-@pytest.fixture
-def cfg():
-    return load_config([], ["NUM_GPUS", "0"])
 
 
 def test_missing_truncated_and_foreign_files_fail_clearly(tmp_path, cfg):

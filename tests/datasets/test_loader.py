@@ -8,6 +8,7 @@ import torch
 from slowfast.config.derived import worker_niceness
 from slowfast.datasets import (
     GridBatchSampler,
+    PlannedBatch,
     SamplingGrid,
     construct_loader,
     loader_set_epoch,
@@ -199,6 +200,7 @@ def test_loader_config_errors(root):
 @pytest.mark.parametrize("world_size", [1, 2, 8])
 def test_batch_plan_length_is_the_schedules_iteration_count(world_size):
     from slowfast.config import load_config
+    from slowfast.models.describe import ModelInfo
     from slowfast.multigrid import MultigridSchedule
 
     cfg = load_config(
@@ -210,7 +212,8 @@ def test_batch_plan_length_is_the_schedules_iteration_count(world_size):
             "SOLVER.LRS", "[1, 0.1, 0.01]", "SOLVER.MAX_EPOCH", "10",
         ]
     )  # fmt: skip
-    sched = MultigridSchedule.from_cfg(cfg, num_procs=world_size)
+    # Any model: small crops and clips keep the test fast.
+    sched = MultigridSchedule.from_cfg(cfg, world_size, ModelInfo())
     for dataset_size in (97, 400, 1000, 4801):
         shard = -(-dataset_size // world_size)
         for epoch in range(sched.max_epoch):
@@ -254,6 +257,7 @@ def test_workers_run_at_the_configured_lower_priority(root):
 def test_precise_bn_loader_shares_the_training_dataset(root, monkeypatch):
     from slowfast.datasets import loader as loader_module
     from slowfast.engine.builders import build_loaders
+    from slowfast.models import describe_model
     from slowfast.utils.distributed import RunContext
 
     built = []
@@ -261,10 +265,13 @@ def test_precise_bn_loader_shares_the_training_dataset(root, monkeypatch):
     monkeypatch.setattr(
         loader_module,
         "build_dataset",
-        lambda name, cfg, split: built.append(split) or build(name, cfg, split),
+        lambda name, cfg, split, model: (
+            built.append(split) or build(name, cfg, split, model)
+        ),
     )
     cfg = tiny_cfg(root, "kinetics", "BN.USE_PRECISE_STATS", True)
-    loaders = build_loaders(cfg, RunContext(), lambda epoch, size: [(4, None)] * 2)
+    plan = lambda epoch, size: [PlannedBatch(4, None)] * 2  # noqa: E731
+    loaders = build_loaders(cfg, RunContext(), describe_model(cfg), plan)
     assert built == ["train", "val"]  # the training split's annotations read once
     assert loaders.precise.dataset is loaders.train.dataset
     precise = next(iter(loaders.precise))  # its own batches, of TRAIN.BATCH_SIZE

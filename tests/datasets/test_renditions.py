@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from slowfast.dataprep.demo.writers import write_jpeg_frames, write_mp4
-from slowfast.dataprep.prepare.common import reencode
 from slowfast.datasets import SamplingGrid, build_dataset
 from slowfast.datasets.lists import DataError
 from slowfast.datasets.renditions.layout import (
@@ -32,6 +30,8 @@ from tests.helpers.video_utils import (
     write_kinetics_list,
     write_video,
 )
+from workshop.dataprep.demo.writers import write_jpeg_frames, write_mp4
+from workshop.dataprep.prepare.common import reencode
 
 
 def test_rendition_names_sizes_and_choice():

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from slowfast.checkpoint.io import load_checkpoint
+from slowfast.checkpoint.load import load_checkpoint
 from slowfast.engine import trainer as trainer_module
 from slowfast.engine.loop import HookBase
 from slowfast.models import build_model
@@ -63,11 +63,13 @@ def test_model_and_lr_policy_registered_from_outside_train_through_run_net(
     # It does not describe its width: on CPU it runs contiguous, where the
     # default config's ResNet (64 wide) runs channels-last.
     from slowfast.config import load_config
+    from slowfast.models import describe_model
     from slowfast.models.memory_format import choose_channels_last
 
     cfg = load_config(opts=["MODEL.MODEL_NAME", "ToyVideoNet", "NUM_GPUS", "0"])
-    assert not choose_channels_last(cfg)
-    assert choose_channels_last(load_config(opts=["NUM_GPUS", "0"]))  # its ResNet
+    assert not choose_channels_last(cfg, describe_model(cfg))
+    resnet = load_config(opts=["NUM_GPUS", "0"])
+    assert choose_channels_last(resnet, describe_model(resnet))  # its ResNet
 
 
 class FixedShapeNet(ToyVideoNet):

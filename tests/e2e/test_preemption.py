@@ -15,7 +15,7 @@ from slowfast.checkpoint.files import (
     list_checkpoints,
     prune_mid_epoch_checkpoints,
 )
-from slowfast.checkpoint.io import get_last_checkpoint
+from slowfast.checkpoint.load import get_last_checkpoint
 from slowfast.checkpoint.save import save_checkpoint
 from slowfast.config import load_config
 from slowfast.config.derived import parse_signals

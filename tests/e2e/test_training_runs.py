@@ -11,12 +11,15 @@ import time
 import pytest
 import torch
 
-from slowfast.checkpoint.io import get_last_checkpoint
+from slowfast.checkpoint.load import get_last_checkpoint
 from slowfast.config import load_config
 from slowfast.engine import trainer as trainer_module
 from slowfast.engine.tester import test as run_test
 from slowfast.engine.trainer import train
+from slowfast.launch.launcher import Layout
+from slowfast.launch.preflight import PreflightError, preflight
 from tests.conftest import REPO_ROOT
+from tests.helpers.run_utils import ONE_EPOCH
 
 DEMO = os.path.join(REPO_ROOT, "configs", "Demo")
 RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
@@ -62,12 +65,7 @@ def test_train_then_test_each_arch_and_layout(demo_data, tmp_path, name, layout)
         demo_data / layout,
         tmp_path,
         [
-            "SOLVER.MAX_EPOCH",
-            "1",
-            "SOLVER.STEPS",
-            "[0]",
-            "SOLVER.LRS",
-            "[1]",
+            *ONE_EPOCH,
             "TRAIN.BATCH_SIZE",
             "2",
             "TEST.BATCH_SIZE",
@@ -188,12 +186,7 @@ def test_two_cpu_processes_with_short_cycle(demo_data, tmp_path):
             "4",
             "NUM_CPU_PROCS",
             "2",
-            "SOLVER.MAX_EPOCH",
-            "1",
-            "SOLVER.STEPS",
-            "[0]",
-            "SOLVER.LRS",
-            "[1]",
+            *ONE_EPOCH,
             "TEST.ENABLE",
             "True",
             "TEST.NUM_ENSEMBLE_VIEWS",
@@ -227,8 +220,10 @@ def test_two_cpu_processes_with_short_cycle(demo_data, tmp_path):
 
 def test_missing_data_folder_fails_early(tmp_path):
     cfg = _cfg("Kinetics_I3D_tiny.yaml", tmp_path / "nowhere", tmp_path)
-    with pytest.raises(FileNotFoundError, match="DATA.PATH_TO_DATA_DIR"):
-        train(cfg)
+    layout = Layout("plain", 1, 1, 0, "tcp://localhost:9999")
+    with pytest.raises(PreflightError, match="DATA.PATH_TO_DATA_DIR") as info:
+        preflight(cfg, layout)  # the launcher's checks, before any model
+    assert info.value.exit_status == 1
 
 
 def test_nan_loss_stops_with_iteration_and_keeps_last_checkpoint(
@@ -275,8 +270,7 @@ def test_test_only_run_keeps_earlier_results_and_writes_tensorboard(
 ):
     import shutil
 
-    extra = ["SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS", "[0]", "SOLVER.LRS", "[1]",
-             "TRAIN.BATCH_SIZE", "2", "TEST.BATCH_SIZE", "4",
+    extra = [*ONE_EPOCH, "TRAIN.BATCH_SIZE", "2", "TEST.BATCH_SIZE", "4",
              "TEST.NUM_ENSEMBLE_VIEWS", "1", "TEST.NUM_SPATIAL_CROPS", "1",
              "BN.USE_PRECISE_STATS", "False"]  # fmt: skip
     cfg = _cfg("Kinetics_I3D_tiny.yaml", demo_data / "kinetics", tmp_path, extra)
@@ -310,8 +304,7 @@ def test_test_only_run_keeps_earlier_results_and_writes_tensorboard(
 
 
 def test_rerun_after_a_kill_before_the_final_validation_runs_it(demo_data, tmp_path):
-    extra = ["SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS", "[0]", "SOLVER.LRS", "[1]",
-             "TRAIN.BATCH_SIZE", "2", "BN.USE_PRECISE_STATS", "False"]  # fmt: skip
+    extra = [*ONE_EPOCH, "TRAIN.BATCH_SIZE", "2", "BN.USE_PRECISE_STATS", "False"]
     cfg = _cfg("Kinetics_I3D_tiny.yaml", demo_data / "kinetics", tmp_path, extra)
     stats = tmp_path / "json_stats.log"
     run_state = tmp_path / "run_state.json"
@@ -336,8 +329,7 @@ def test_rerun_after_a_kill_before_the_final_validation_runs_it(demo_data, tmp_p
 
 
 def test_the_run_state_decides_not_the_log(demo_data, tmp_path):
-    extra = ["SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS", "[0]", "SOLVER.LRS", "[1]",
-             "TRAIN.BATCH_SIZE", "2", "BN.USE_PRECISE_STATS", "False",
+    extra = [*ONE_EPOCH, "TRAIN.BATCH_SIZE", "2", "BN.USE_PRECISE_STATS", "False",
              "TEST.BATCH_SIZE", "4", "TEST.NUM_ENSEMBLE_VIEWS", "1",
              "TEST.NUM_SPATIAL_CROPS", "1"]  # fmt: skip
     cfg = _cfg("Kinetics_I3D_tiny.yaml", demo_data / "kinetics", tmp_path, extra)

@@ -14,7 +14,6 @@ import torch
 from fvcore.nn.precise_bn import update_bn_stats
 from torch import nn
 
-from slowfast.bench import graph_check as checker
 from slowfast.config import ConfigError, load_config
 from slowfast.engine.graphed_step import (
     GraphedTrainStep,
@@ -26,8 +25,10 @@ from slowfast.engine.step import TrainStep
 from slowfast.launch.launcher import Layout
 from slowfast.launch.preflight import PreflightError, check_cuda_graphs
 from slowfast.models.norm import SubBatchNorm3d
+from slowfast.multigrid import MultigridSchedule
 from slowfast.utils.distributed import RunContext
 from tests.helpers.tool_utils import REPO_ROOT, load_tool
+from workshop.bench import graph_check as checker
 
 
 def test_config_refuses_cuda_graphs_without_a_gpu():
@@ -55,11 +56,12 @@ def test_preflight_wants_bn_statistics_per_process_with_graphs(procs, opts, refu
         ["TRAIN.CUDA_GRAPHS", "True", "NUM_GPUS", str(procs), *opts],
     )
     layout = Layout("plain", 1, procs, 0, "tcp://localhost:9999")
+    schedule = MultigridSchedule.from_cfg(cfg, procs)
     if refused is None:
-        check_cuda_graphs(cfg, layout)
+        check_cuda_graphs(cfg, layout, schedule)
         return
     with pytest.raises(PreflightError, match="TRAIN.CUDA_GRAPHS") as err:
-        check_cuda_graphs(cfg, layout)
+        check_cuda_graphs(cfg, layout, schedule)
     assert err.value.exit_status == 2 and refused in str(err.value)
     assert "\n" not in str(err.value)
 

@@ -8,11 +8,11 @@ import torch
 from torch import nn
 
 from slowfast.config import load_config
-from slowfast.datasets import PlannedBatch
 from slowfast.engine.bn_grouping import BNGrouping
 from slowfast.engine.hooks import NonFiniteGuard, NonFiniteLossError, ScheduleHook
 from slowfast.engine.loop import HookBase, StepStats, TrainLoop
 from slowfast.engine.step import TrainStep
+from slowfast.models.describe import ModelInfo
 from slowfast.models.norm import SubBatchNorm3d
 from slowfast.multigrid import MultigridSchedule
 from slowfast.utils.distributed import RunContext
@@ -33,12 +33,11 @@ def _schedule(*opts):
             "SOLVER.WARMUP_START_LR", "0.01", *opts,
         ]
     )  # fmt: skip
-    return MultigridSchedule.from_cfg(cfg, num_procs=1)
+    return MultigridSchedule.from_cfg(cfg, 1, ModelInfo())  # any model
 
 
 class _Sampler:
-    """Records the span of epochs the schedule hook selects; its plan is the
-    schedule's (as the trainer's ``GridBatchSampler`` has it)."""
+    """Records the span of epochs the schedule hook selects."""
 
     def __init__(self, schedule=None):
         self.spans = []
@@ -47,11 +46,6 @@ class _Sampler:
     def set_epoch(self, epoch, start_iter=0, end_epoch=None):
         assert start_iter == 0
         self.spans.append((epoch, end_epoch))
-
-    def plan(self, epoch):
-        shard = -(-DATASET_SIZE // self.schedule.num_procs)
-        entries = self.schedule.epoch_plan(epoch, shard)
-        return [PlannedBatch(e.per_proc_batch, e.grid, e) for e in entries]
 
 
 class _Loader:

@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from slowfast.config import load_config
-from slowfast.engine import runtime
+from slowfast.engine import precision
 from slowfast.utils import rng
 
 CPU = torch.device("cpu")
 
 
 def _autocast(mixed: bool):
-    return runtime.autocast_factory(
+    return precision.autocast_factory(
         load_config([], ["TRAIN.MIXED_PRECISION", mixed]), CPU
     )
 
@@ -28,8 +28,8 @@ def test_mixed_precision_is_bf16_autocast_on_cpu():
 
 @pytest.mark.parametrize("has_bf16", [True, False, None])
 def test_bf16_on_a_cpu_without_bf16_kernels_warns(has_bf16, monkeypatch, caplog):
-    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: has_bf16)
-    with caplog.at_level(logging.WARNING, logger=runtime.__name__):
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: has_bf16)
+    with caplog.at_level(logging.WARNING, logger=precision.__name__):
         _autocast(True)
         _autocast(False)
     warnings = [r.getMessage() for r in caplog.records]
@@ -44,11 +44,11 @@ def test_bf16_on_a_cpu_without_bf16_kernels_warns(has_bf16, monkeypatch, caplog)
 def test_mixed_precision_dtype_key(monkeypatch):
     def dtype(device, *opts):
         cfg = load_config([], ["TRAIN.MIXED_PRECISION", True, *opts])
-        return runtime.mixed_precision_dtype(cfg, device), cfg
+        return precision.mixed_precision_dtype(cfg, device), cfg
 
     assert dtype(CPU)[0] == torch.bfloat16
-    assert runtime.make_grad_scaler(dtype(CPU)[1], CPU) is None
-    assert runtime.mixed_precision_dtype(load_config([], []), CPU) is None
+    assert precision.make_grad_scaler(dtype(CPU)[1], CPU) is None
+    assert precision.mixed_precision_dtype(load_config([], []), CPU) is None
     gpu = torch.device("cuda", 0)
     for supported, expected in ((True, torch.bfloat16), (False, torch.float16)):
         monkeypatch.setattr(
@@ -67,7 +67,7 @@ def test_mixed_precision_dtype_key(monkeypatch):
 
 
 def test_cpu_has_bf16_answers_for_this_cpu():
-    assert runtime.cpu_has_bf16() in (True, False)
+    assert precision.cpu_has_bf16() in (True, False)
 
 
 def test_cuda_rng_state_is_this_process_gpus_whatever_the_gpus_seen(monkeypatch):

@@ -9,9 +9,8 @@ import torch
 from slowfast.config import load_config
 from slowfast.engine import run_state as rs
 from slowfast.launch.run_lock import remove_stale_temp_files
-from tests.conftest import REPO_ROOT
-
-TINY = os.path.join(REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny.yaml")
+from slowfast.models import describe_model
+from tests.helpers.run_utils import one_epoch_cfg
 
 
 def _checkpoint(folder, name="checkpoint_epoch_00002.pyth", data=b"weights"):
@@ -117,14 +116,8 @@ def test_a_run_dir_without_its_state_resumes_and_validates_again(
     from slowfast.engine.tester import test as run_test
     from slowfast.engine.trainer import train
 
-    opts = ["NUM_GPUS", "0", "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics"),
-            "DATA.PATH_PREFIX", str(demo_data / "kinetics"),
-            "OUTPUT_DIR", str(tmp_path), "SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS",
-            "[0]", "SOLVER.LRS", "[1]", "TRAIN.BATCH_SIZE", "2", "TEST.BATCH_SIZE",
-            "4", "TEST.NUM_ENSEMBLE_VIEWS", "1", "TEST.NUM_SPATIAL_CROPS", "1",
-            "BN.USE_PRECISE_STATS", "False", "LOG_MODEL_INFO", "False",
-            "DATA_LOADER.NUM_WORKERS", "0"]  # fmt: skip
-    cfg = load_config([TINY], opts)
+    opts = ["TRAIN.BATCH_SIZE", "2", "BN.USE_PRECISE_STATS", "False"]
+    cfg = one_epoch_cfg(demo_data, tmp_path, *opts)
     train(cfg)
     first = run_test(cfg)
     stats = tmp_path / "json_stats.log"
@@ -223,11 +216,12 @@ def test_the_runs_own_checkpoint_is_tested_as_pyth_under_caffe2_type(tmp_path):
     cfg = load_config([], opts)
     trained = build_model(cfg)
     path = save_checkpoint(str(tmp_path), trained, None, 0, cfg)
+    info = describe_model(cfg)
     model = tester._load_model(
-        cfg, tester._checkpoint_to_test(cfg), torch.device("cpu")
+        cfg, info, tester._checkpoint_to_test(cfg), torch.device("cpu")
     )
     for name, value in trained.state_dict().items():
         assert torch.equal(model.state_dict()[name], value), name
     cfg = load_config([], opts + ["TEST.CHECKPOINT_FILE_PATH", path])
     with pytest.raises(CheckpointError, match="not a Caffe2 checkpoint"):
-        tester._load_model(cfg, path, torch.device("cpu"))
+        tester._load_model(cfg, info, path, torch.device("cpu"))

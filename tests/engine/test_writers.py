@@ -17,9 +17,7 @@ def _run(log_dir, done_iters, first_epoch, epochs, iters=4):
     for epoch in range(first_epoch, first_epoch + epochs):
         for it in range(iters):
             stats = StepStats(float(epoch), 0.0, 0.0, 0.0)
-            record = StepRecord(
-                epoch, it, state.global_iter, shape, 0.1, 2, 0, 0, stats
-            )
+            record = StepRecord(epoch, it, state.global_iter, shape, 0.1, 0, 0, stats)
             state.readback.append(record)
             if it % 3 == 2 or it == iters - 1:  # read back every 3 steps
                 writer.after_step(state)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from slowfast.checkpoint.files import is_mid_epoch_checkpoint, list_checkpoints
-from slowfast.checkpoint.io import get_last_checkpoint
+from slowfast.checkpoint.load import get_last_checkpoint
 from slowfast.config import load_config
 from slowfast.launch.launcher import (
     LaunchError,

@@ -19,6 +19,7 @@ from slowfast.launch.run_lock import (
     remove_stale_temp_files,
 )
 from tests.conftest import REPO_ROOT
+from tests.helpers.run_utils import one_epoch_cfg
 
 RUN_NET = os.path.join(REPO_ROOT, "tools", "run_net.py")
 DEMO = os.path.join(REPO_ROOT, "configs", "Demo")
@@ -249,13 +250,8 @@ def test_a_finished_run_rerun_prints_its_results_and_tests_again_only_if_asked(
     from slowfast.engine.tester import test as run_test
     from slowfast.engine.trainer import train
 
-    opts = ["NUM_GPUS", "0", "DATA.PATH_TO_DATA_DIR", str(demo_data / "kinetics"),
-            "DATA.PATH_PREFIX", str(demo_data / "kinetics"),
-            "OUTPUT_DIR", str(tmp_path), "SOLVER.MAX_EPOCH", "1", "SOLVER.STEPS",
-            "[0]", "SOLVER.LRS", "[1]", "TRAIN.BATCH_SIZE", "4", "TEST.BATCH_SIZE",
-            "4", "TEST.NUM_ENSEMBLE_VIEWS", "1", "TEST.NUM_SPATIAL_CROPS", "1",
-            "LOG_MODEL_INFO", "False", "DATA_LOADER.NUM_WORKERS", "0"]  # fmt: skip
-    cfg = load_config([TINY], opts)
+    opts = ["TRAIN.BATCH_SIZE", "4"]
+    cfg = one_epoch_cfg(demo_data, tmp_path, *opts)
     train(cfg)
     first = run_test(cfg)
 
@@ -270,9 +266,9 @@ def test_a_finished_run_rerun_prints_its_results_and_tests_again_only_if_asked(
     assert "is already tested with these settings" in caplog.text
     assert "TEST.RERUN True" in caplog.text
     assert again["top1_err"] == first["top1_err"] and len(tests_logged()) == 1
-    more_views = load_config([TINY], opts + ["TEST.NUM_ENSEMBLE_VIEWS", "2"])
+    more_views = one_epoch_cfg(demo_data, tmp_path, *opts, "TEST.NUM_ENSEMBLE_VIEWS", 2)
     run_test(more_views)  # other settings: a new test
-    run_test(load_config([TINY], opts + ["TEST.RERUN", "True"]))
+    run_test(one_epoch_cfg(demo_data, tmp_path, *opts, "TEST.RERUN", "True"))
     assert len(tests_logged()) == 3
 
 

@@ -307,6 +307,7 @@ def test_import_needs_no_vision_libraries():
 
 def test_memory_format_default_picks_by_device_and_the_key_overrides():
     from slowfast.config import load_config
+    from slowfast.models import describe_model
     from slowfast.models.memory_format import choose_channels_last
 
     picks = {}
@@ -315,7 +316,8 @@ def test_memory_format_default_picks_by_device_and_the_key_overrides():
             opts = ["NUM_GPUS", gpus] + (
                 [] if key is None else ["MODEL.CHANNELS_LAST_3D", key]
             )
-            picks[(gpus, key)] = choose_channels_last(load_config(opts=opts))
+            cfg = load_config(opts=opts)
+            picks[(gpus, key)] = choose_channels_last(cfg, describe_model(cfg))
     assert picks == {
         # CPU, full width (64), one BN group: channels_last_3d (measured faster)
         ("0", None): True,
@@ -331,10 +333,12 @@ def test_memory_format_default_picks_by_device_and_the_key_overrides():
 
 def test_cpu_memory_format_default_follows_the_width_alone():
     from slowfast.config import load_config
+    from slowfast.models import describe_model
     from slowfast.models.memory_format import choose_channels_last
 
     def pick(*opts):
-        return choose_channels_last(load_config(opts=["NUM_GPUS", "0", *opts]))
+        cfg = load_config(opts=["NUM_GPUS", "0", *opts])
+        return choose_channels_last(cfg, describe_model(cfg))
 
     mg = ["MULTIGRID.LONG_CYCLE", "True", "MULTIGRID.SHORT_CYCLE", "True"]
     sub = ["BN.NORM_TYPE", "sub_batchnorm", "BN.NUM_SPLITS", "2"]
@@ -356,11 +360,13 @@ def test_cpu_memory_format_default_follows_the_width_alone():
     ):
         for suffix in ("", "_multigrid"):
             cfg = load_config([os.path.join(demos, f"{name}{suffix}.yaml")])
-            assert choose_channels_last(cfg) is expected, name + suffix
+            assert choose_channels_last(cfg, describe_model(cfg)) is expected, (
+                name + suffix
+            )
     r50 = load_config(
         [os.path.join(REPO, "configs/Kinetics/I3D_8x8_R50.yaml")], ["NUM_GPUS", "0"]
     )
-    assert choose_channels_last(r50)
+    assert choose_channels_last(r50, describe_model(r50))
 
     # A YAML value loads as a bool over the None default.
     assert (
@@ -371,7 +377,7 @@ def test_cpu_memory_format_default_follows_the_width_alone():
 
 def test_build_model_follows_the_callers_memory_format():
     from slowfast.config import load_config
-    from slowfast.models import build_model
+    from slowfast.models import build_model, describe_model
     from slowfast.models.memory_format import choose_channels_last
 
     def channels_last(model):
@@ -385,4 +391,5 @@ def test_build_model_follows_the_callers_memory_format():
     assert channels_last(build_model(cfg, True))
     assert not channels_last(build_model(cfg, False))
     assert not channels_last(build_model(cfg))  # None alone: contiguous
-    assert channels_last(build_model(cfg, True)) != choose_channels_last(cfg)
+    picked = choose_channels_last(cfg, describe_model(cfg))
+    assert channels_last(build_model(cfg, True)) != picked

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from slowfast.engine.builders import build_schedule
 from slowfast.launch.config import load_run_config
+from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid.periods import PeriodicWork, due_epochs, estimated_share
 from tests.conftest import REPO_ROOT
 from tests.helpers.tool_utils import load_tool
@@ -54,7 +54,7 @@ def test_precise_bn_runs_before_each_checkpoint_and_validation():
 def test_kinetics_multigrid_does_at_most_its_baselines_work(name):
     path = os.path.join(KINETICS, name)
     cfg = load_run_config([path], ["NUM_GPUS", "8"])
-    schedule = build_schedule(cfg, 8)
+    schedule = MultigridSchedule.from_cfg(cfg, 8)
     args = (240000, 1, 10, True)
     run = PeriodicWork.for_schedule(schedule, *args)
     base = PeriodicWork.for_schedule(schedule, *args, baseline=True)
@@ -79,7 +79,7 @@ def test_trivial_schedule_keeps_every_period_epochs():
     cfg = load_run_config(
         [os.path.join(KINETICS, "SLOWFAST_8x8_R50.yaml")], ["NUM_GPUS", "8"]
     )
-    schedule = build_schedule(cfg, 8)
+    schedule = MultigridSchedule.from_cfg(cfg, 8)
     work = PeriodicWork.for_schedule(schedule, 240000, 5, 10, False)
     last = schedule.max_epoch - 1
     assert work.checkpoint == {e for e in range(last) if (e + 1) % 5 == 0} | {last}

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from slowfast.config import ConfigError, get_cfg, load_config
+from slowfast.models.describe import ModelInfo
 from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.schedule import check_epochs_have_iterations
 from slowfast.multigrid.shapes import bn_layout
@@ -16,35 +17,25 @@ from tests.conftest import REPO_ROOT
 KINETICS = "Kinetics_SLOWFAST_8x8_R50_stepwise_multigrid.yaml"
 CHARADES = "Charades_SLOWFAST_16x8_R50_multigrid.yaml"
 
+
+def _long_cycles(frames, ends):
+    """(LR stage, [batch factor, frames, crop], end epoch) rows: the long
+    cycle's four shapes in every LR stage but the last, which trains at the
+    base shape only; ``ends``: the end epochs, in order."""
+    base = [1, frames, 224]
+    cycle = [[8, frames // 4, 158], [4, frames // 2, 158], [2, frames // 2, 224], base]
+    stages = len(ends) // 4
+    shapes = [(s, shape) for s in range(stages) for shape in cycle] + [(stages, base)]
+    return [(s, shape, end) for (s, shape), end in zip(shapes, ends, strict=True)]
+
+
 # multigrid_golden.md: (LR stage, [batch factor, frames, crop], end epoch).
-KINETICS_ENTRIES = [
-    (0, [8, 8, 158], 73),
-    (0, [4, 16, 158], 110),
-    (0, [2, 16, 224], 142),
-    (0, [1, 32, 224], 158),
-    (1, [8, 8, 158], 205),
-    (1, [4, 16, 158], 228),
-    (1, [2, 16, 224], 248),
-    (1, [1, 32, 224], 259),
-    (2, [8, 8, 158], 291),
-    (2, [4, 16, 158], 308),
-    (2, [2, 16, 224], 322),
-    (2, [1, 32, 224], 329),
-    (3, [1, 32, 224], 358),
-]
+KINETICS_ENTRIES = _long_cycles(
+    32, [73, 110, 142, 158, 205, 228, 248, 259, 291, 308, 322, 329, 358]
+)
 KINETICS_STEPS = [0, 73, 110, 142, 158, 205, 228, 248, 259, 291, 308, 322, 329, 343]
 KINETICS_LRS = [8, 4, 2, 1, 0.8, 0.4, 0.2, 0.1, 0.08, 0.04, 0.02, 0.01, 0.01, 0.001]
-CHARADES_ENTRIES = [
-    (0, [8, 16, 158], 31),
-    (0, [4, 32, 158], 47),
-    (0, [2, 32, 224], 60),
-    (0, [1, 64, 224], 67),
-    (1, [8, 16, 158], 73),
-    (1, [4, 32, 158], 76),
-    (1, [2, 32, 224], 79),
-    (1, [1, 64, 224], 80),
-    (2, [1, 64, 224], 86),
-]
+CHARADES_ENTRIES = _long_cycles(64, [31, 47, 60, 67, 73, 76, 79, 80, 86])
 CHARADES_STEPS = [0, 31, 47, 60, 67, 73, 76, 79, 80, 83]
 CHARADES_LRS = [8, 4, 2, 1, 0.8, 0.4, 0.2, 0.1, 0.1, 0.01]
 
@@ -86,12 +77,16 @@ def _ours_or_reference(request, name, *opts):
     return _reference(request.getfixturevalue("reference_dir"), name, *opts)
 
 
+def _assert_golden(sched, entries, max_epoch, steps, lrs):
+    assert [e.as_tuple() for e in sched.entries] == entries
+    assert sched.max_epoch == max_epoch
+    assert list(sched.steps) == steps
+    assert list(sched.lrs) == pytest.approx(lrs)
+
+
 def test_golden_kinetics(reference_dir):
     sched = MultigridSchedule.from_cfg(_reference(reference_dir, KINETICS), 8)
-    assert [e.as_tuple() for e in sched.entries] == KINETICS_ENTRIES
-    assert sched.max_epoch == 358
-    assert list(sched.steps) == KINETICS_STEPS
-    assert list(sched.lrs) == pytest.approx(KINETICS_LRS)
+    _assert_golden(sched, KINETICS_ENTRIES, 358, KINETICS_STEPS, KINETICS_LRS)
     assert round(sched.iteration_ratio(), 2) == 3.43
     assert round(sched.iteration_ratio(240000), 2) == 3.43
     info = json.loads(json.dumps(report.to_dict(sched, 1000)))
@@ -103,10 +98,7 @@ def test_golden_kinetics(reference_dir):
 
 def test_golden_charades(request):
     sched = MultigridSchedule.from_cfg(_ours_or_reference(request, CHARADES), 8)
-    assert [e.as_tuple() for e in sched.entries] == CHARADES_ENTRIES
-    assert sched.max_epoch == 86
-    assert list(sched.steps) == CHARADES_STEPS
-    assert list(sched.lrs) == pytest.approx(CHARADES_LRS)
+    _assert_golden(sched, CHARADES_ENTRIES, 86, CHARADES_STEPS, CHARADES_LRS)
 
 
 def test_derivation_without_reference_files():
@@ -306,8 +298,9 @@ def test_entry_at_out_of_range():
     ],
 )
 def test_validation_errors(opts, num_procs, min_crop, match):
+    model = ModelInfo(spatial_stride=min_crop)
     with pytest.raises(ValueError, match=match) as info:
-        MultigridSchedule.from_cfg(_cfg(True, True, *opts), num_procs, min_crop)
+        MultigridSchedule.from_cfg(_cfg(True, True, *opts), num_procs, model)
     assert "\n" not in str(info.value)
 
 
@@ -323,9 +316,12 @@ def test_steps_not_increasing_is_rejected():
 
 
 def test_validate_min_crop_on_base_shape():
-    sched = MultigridSchedule.from_cfg(load_config([], ["DATA.TRAIN_CROP_SIZE", "24"]))
+    cfg = load_config([], ["DATA.TRAIN_CROP_SIZE", "24"])
+    sched = MultigridSchedule.from_cfg(cfg, 1, ModelInfo())
     with pytest.raises(ValueError, match="DATA.TRAIN_CROP_SIZE = 24"):
         sched.validate(32)
+    with pytest.raises(ValueError, match="DATA.TRAIN_CROP_SIZE = 24"):
+        MultigridSchedule.from_cfg(cfg, 1)  # the configured model's stride, 32
 
 
 def test_bn_num_splits_checked_without_multigrid():
@@ -367,9 +363,9 @@ def test_table_counts_gflops_at_each_shape():
         assert counted == pytest.approx(exact)
         base_iteration = 8 * strided(32, 224)  # 8 clips of 32 x 224
         assert baseline == pytest.approx(sched.baseline_iters(size) * base_iteration)
-    counted, estimated = ratios(report.format_table(sched, 24000, area))
+    counted, estimated = ratios(report.schedule_table(sched, 24000, area))
     assert counted == estimated  # the counter agrees with the t x s^2 estimate
-    counted, estimated = ratios(report.format_table(sched, 24000, strided))
+    counted, estimated = ratios(report.schedule_table(sched, 24000, strided))
     assert counted < estimated - 0.1  # coarse crops cost more than their area
 
 

@@ -5,10 +5,12 @@ than the paper's 112 px view at stride 32 (MULTIGRID.SHORT_CYCLE_MIN_MAP)."""
 import logging
 import math
 import os
+from dataclasses import replace
 
 import pytest
 
 from slowfast.config import ConfigError, load_config
+from slowfast.models.describe import describe_model
 from slowfast.multigrid import MultigridSchedule
 from slowfast.multigrid.shapes import resolve_short_factors
 from tests.conftest import REPO_ROOT
@@ -32,7 +34,10 @@ def _schedule(*opts: str) -> MultigridSchedule:
             *opts,
         ],
     )  # fmt: skip
-    return MultigridSchedule.from_cfg(cfg, 1)
+    # The default model's stride (the short cycle's rule) with any clip
+    # length: these tests are about crops.
+    model = replace(describe_model(cfg), min_frames=1, alpha=1)
+    return MultigridSchedule.from_cfg(cfg, 1, model)
 
 
 def _crops(schedule: MultigridSchedule, entry) -> list:
@@ -93,7 +98,7 @@ def _demo(name: str, *opts: str):
     ["Kinetics_I3D_tiny_multigrid.yaml", "Kinetics_SLOWFAST_tiny_multigrid.yaml"],
 )
 def test_demo_views_leave_the_papers_last_map(name, caplog):
-    with caplog.at_level(logging.INFO, logger="slowfast.multigrid.fields"):
+    with caplog.at_level(logging.INFO, logger="slowfast.multigrid.from_config"):
         sched = _demo(name)
     assert sched.short_factors == pytest.approx((0.875, 0.935414))
     # Total stride 16: 56 px views leave 4 x 4 maps (3.5 rounded up), as

@@ -11,9 +11,9 @@ from multigrid_study import plan as sp
 from multigrid_study import results as sr
 
 from slowfast.config import load_config
-from slowfast.dataprep.demo import make_demo_data
 from slowfast.engine.meters import TrainMeter, data_wait_text
 from tests.conftest import REPO_ROOT
+from workshop.dataprep.demo import make_demo_data
 
 DEMO_MULTIGRID = os.path.join(
     REPO_ROOT, "configs", "Demo", "Kinetics_I3D_tiny_multigrid.yaml"

@@ -26,21 +26,22 @@ def _keep(folder, results):
     return str(folder)
 
 
+def _study_and_arm(tmp_path, name, runs):
+    """A study folder of ``runs`` (arm, seed, top-1) and a folder ``name`` of
+    long_short runs at 91% and 92% (seeds 0 and 1); returns both paths."""
+    arm = [_result("long_short", 0, 91.0), _result("long_short", 1, 92.0)]
+    study = _keep(tmp_path / "study", [_result(*run) for run in runs])
+    return study, _keep(tmp_path / name, arm)
+
+
 def _table_rows(out):
     """The table's rows at budget 1."""
     return [line for line in out.splitlines() if "| 1x |" in line]
 
 
 def test_arms_from_other_folders_pair_with_the_baseline(tmp_path, capsys):
-    base = _keep(
-        tmp_path / "study",
-        [_result("baseline", 0, 90.0), _result("baseline", 1, 92.0),
-         _result("long_short", 0, 10.0)],
-    )  # fmt: skip
-    swept = _keep(
-        tmp_path / "sweep",
-        [_result("long_short", 0, 91.0), _result("long_short", 1, 92.0)],
-    )
+    runs = [("baseline", 0, 90.0), ("baseline", 1, 92.0), ("long_short", 0, 10.0)]
+    base, swept = _study_and_arm(tmp_path, "sweep", runs)
     assert compare.main([base, f"views={swept}"]) == 0
     rows = _table_rows(capsys.readouterr().out)
     assert [r.split(" | ")[0] for r in rows] == ["| baseline", "| views"]
@@ -62,15 +63,8 @@ def test_other_test_sets_and_bad_arguments_are_refused(tmp_path, capsys):
 
 
 def test_another_arm_as_the_reference(tmp_path, capsys):
-    study = _keep(
-        tmp_path / "study",
-        [_result("baseline", 0, 80.0), _result("long_short", 0, 90.0),
-         _result("long_short", 1, 92.0)],
-    )  # fmt: skip
-    variant = _keep(
-        tmp_path / "variant",
-        [_result("long_short", 0, 91.0), _result("long_short", 1, 92.0)],
-    )
+    runs = [("baseline", 0, 80.0), ("long_short", 0, 90.0), ("long_short", 1, 92.0)]
+    study, variant = _study_and_arm(tmp_path, "variant", runs)
     args = [study, f"renditions={variant}", "--reference", "long_short"]
     assert compare.main(args) == 0
     out = capsys.readouterr().out

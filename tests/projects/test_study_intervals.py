@@ -119,7 +119,7 @@ def test_aggregate_table_csv_and_eta():
     assert rows[0]["speedup_time"] == 1.0
     assert rows[1]["speedup_time"] == 2.2 and rows[1]["speedup_iters"] == 4.0
     assert rows[1]["speedup_compute"] == 3.0 and rows[2]["speedup_compute"] is None
-    table = sr.format_table(rows).splitlines()
+    table = sr.markdown_table(rows).splitlines()
     assert table[0].startswith("| arm | budget | n | epochs | iterations |")
     assert table[2] == (
         "| baseline | 1x | 2 | 4 | 100 | 110.0 (100.0-120.0) | 100.0 (90.0-110.0) "
@@ -134,7 +134,7 @@ def test_aggregate_table_csv_and_eta():
     )
     no_ref = sr.aggregate(results[2:], "test_top1")
     assert no_ref[0]["speedup_time"] is None
-    assert "| - | - | - |" in sr.format_table(no_ref)
+    assert "| - | - | - |" in sr.markdown_table(no_ref)
     rows_csv = list(csv.DictReader(sr.format_csv(results).splitlines()))
     assert len(rows_csv) == 4 and rows_csv[2]["arm"] == "long_short"
     assert json.loads(rows_csv[0]["clips_per_s"]) == {"2x8x64": 10.0}

@@ -154,7 +154,8 @@ def _headings(page: str) -> set:
 
 
 def _section_refs():
-    for folder in ("slowfast", "tools", "projects", "tests", "configs", "docs"):
+    folders = ("slowfast", "workshop", "tools", "projects", "tests", "configs", "docs")
+    for folder in folders:
         for root, _, names in os.walk(os.path.join(REPO_ROOT, folder)):
             for name in names:
                 if name.endswith((".py", ".yaml", ".md")):

@@ -10,11 +10,6 @@ import pytest
 import torch
 
 from slowfast.checkpoint.save import save_weights
-from slowfast.dataprep.demo.digits import load_digit_bank
-from slowfast.dataprep.demo.generate import video_rng
-from slowfast.dataprep.demo.scenes import kinetics_scene
-from slowfast.dataprep.demo.specs import get_spec
-from slowfast.dataprep.demo.writers import pick_codec, write_mp4
 from slowfast.datasets.class_names import read_class_names
 from slowfast.datasets.kinetics import Kinetics
 from slowfast.datasets.lists import DataError
@@ -25,6 +20,11 @@ from slowfast.launch.predict import split_inputs
 from slowfast.models import build_model
 from tests.helpers.tool_utils import REPO_ROOT, load_tool, tool_path
 from tests.helpers.video_utils import write_truncated_video
+from workshop.dataprep.demo.digits import load_digit_bank
+from workshop.dataprep.demo.generate import video_rng
+from workshop.dataprep.demo.scenes import kinetics_scene
+from workshop.dataprep.demo.specs import get_spec
+from workshop.dataprep.demo.writers import pick_codec, write_mp4
 
 predict_tool = load_tool("predict.py")
 check_docs = load_tool("dev/check_docs.py")

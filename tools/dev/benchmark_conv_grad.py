@@ -21,21 +21,28 @@ Example:
 
 import argparse
 import math
+import os
 import statistics
+import sys
 import time
-from typing import Callable, List, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
+
+# The workshop package is not installed: it lies at the repository root.
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
 
 import torch
 from fvcore.common.config import CfgNode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from slowfast.bench.model_step import TimedStep, multigrid_shapes, synthetic_batch
 from slowfast.config import load_config
 from slowfast.models.kernels.small_map_conv import (
     MAX_OUTPUT_POSITIONS,
     batch_reduced_weight_grad,
 )
 from slowfast.utils.table import format_table
+from workshop.bench.model_step import TimedStep, multigrid_shapes, synthetic_batch
 
 Conv = Tuple[tuple, tuple, tuple, tuple, tuple, int]
 BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 4096, math.inf)
@@ -128,12 +135,12 @@ def main(argv=None) -> None:
     for path in args.cfg:
         convs |= record_convs(load_config([path]))
     rows: List[list] = []
-    groups = {}
+    groups: Dict[Optional[float], List[Tuple[float, float]]] = {}
     for conv in sorted(convs):
         eligible = _eligible(conv)
         key = next(b for b in BUCKETS if _positions(conv) <= b) if eligible else None
         groups.setdefault(key, []).append(time_conv(conv, args.repeats, eligible))
-    low = 0
+    low: float = 0
     for bucket in BUCKETS:
         timed = groups.get(bucket, [])
         if timed:

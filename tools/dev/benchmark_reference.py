@@ -41,6 +41,7 @@ import statistics
 import sys
 import time
 import types
+from typing import Dict, List
 
 import torch
 import yaml
@@ -128,17 +129,19 @@ def build_reference_models(root: str, paths: list) -> list:
     """
     if importlib.util.find_spec("detectron2") is None:
         layers = types.ModuleType("detectron2.layers")
-        layers.ROIAlign = None
+        # typeshed's ModuleType has no attributes to set; any module takes them.
+        layers.ROIAlign = None  # type: ignore[attr-defined]
         sys.modules["detectron2"] = types.ModuleType("detectron2")
         sys.modules["detectron2.layers"] = layers
     sys.path.insert(0, root)
     try:
         defaults = importlib.import_module("slowfast.config.defaults")
-        if not defaults.__file__.startswith(root):
+        if not (defaults.__file__ or "").startswith(root):
             sys.exit(f"--reference {root}: no slowfast package there")
         models = []
         for path in paths:
-            cfg, skipped = defaults.get_cfg(), []
+            cfg = defaults.get_cfg()
+            skipped: List[str] = []
             _merge_known(cfg, _read_yaml(path), skipped)
             cfg.NUM_GPUS = 0
             models.append((_build_reference(cfg), cfg, skipped))
@@ -221,7 +224,7 @@ class Stepper:
 
 def time_in_turns(steppers: list, rounds: int, warmup: int) -> list:
     """Seconds per (stepper, mode), stepping every stepper in turn each round."""
-    times = [{m: [] for m in MODES} for _ in steppers]
+    times: List[Dict[str, List[float]]] = [{m: [] for m in MODES} for _ in steppers]
     for r in range(warmup + rounds):
         for mode in MODES:
             for i, step in enumerate(steppers):
@@ -238,7 +241,7 @@ def _spread(values: list) -> float:
 def build_ours(path: str, formats: list) -> dict:
     """Our model of a config in each memory format, by table label."""
     from slowfast.launch.config import load_run_config
-    from slowfast.models import build_model
+    from slowfast.models import build_model, describe_model
     from slowfast.models.memory_format import choose_channels_last
 
     models = {}
@@ -248,15 +251,16 @@ def build_ours(path: str, formats: list) -> dict:
             opts += ["MODEL.CHANNELS_LAST_3D", str(fmt == "channels_last_3d")]
         cfg = load_run_config([path], opts)
         if fmt == "default":
-            picked = "channels_last_3d" if choose_channels_last(cfg) else "contiguous"
+            fast = choose_channels_last(cfg, describe_model(cfg))
+            picked = "channels_last_3d" if fast else "contiguous"
             fmt = f"default: {picked}"
-        models[fmt] = build_model(cfg, choose_channels_last(cfg))
+        models[fmt] = build_model(cfg, choose_channels_last(cfg, describe_model(cfg)))
     return models
 
 
 def _autocast(path: str, precision: str):
     """Our trainer's forward-pass context for ``precision`` on the CPU."""
-    from slowfast.engine.runtime import autocast_factory
+    from slowfast.engine.precision import autocast_factory
     from slowfast.launch.config import load_run_config
 
     mixed = str(precision == "bf16")

@@ -6,7 +6,7 @@ batches, one with the eager step and one with the graphed step, at every batch
 shape a multigrid run trains, in another order each round; the tool prints
 per shape how far the graphed step's loss, gradients, BN statistics, weight
 updates and GradScaler scale are from the eager step's (how:
-``slowfast/bench/graph_check.py``). The header says whether sub-batch BN ran
+``workshop/bench/graph_check.py``). The header says whether sub-batch BN ran
 in the Triton kernels (without Triton: native BN).
 
 Exit status: 0 when every step agrees, 1 when one differs (a step that fails
@@ -19,20 +19,26 @@ Example (on a GPU):
 """
 
 import argparse
+import os
 import sys
 from typing import List, Optional, Sequence
 
+# The workshop package is not installed: it lies at the repository root.
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
+
 import torch
 
-from slowfast.bench.graph_check import (
+from slowfast.launch.config import load_run_config
+from slowfast.models.kernels.split_bn import fused_split_ok
+from workshop.bench.graph_check import (
     TOLERANCE,
     ShapeResult,
     check,
     failures,
     table,
 )
-from slowfast.launch.config import load_run_config
-from slowfast.models.kernels.split_bn import fused_split_ok
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

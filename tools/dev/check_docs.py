@@ -42,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOCS = [
@@ -161,6 +161,7 @@ def _script(argv: List[str]) -> Optional[int]:
 def _load_module(path: str):
     name = "doc_tool_" + os.path.basename(path)[:-3]
     spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
+    assert spec is not None and spec.loader is not None  # a .py file's
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -203,7 +204,7 @@ def _check_configs(namespace: argparse.Namespace) -> None:
 def _scratch() -> Iterator[str]:
     """A temporary folder with links to the repository's code, configs and data."""
     with tempfile.TemporaryDirectory() as scratch:
-        for name in ("configs", "tools", "projects", "slowfast", "data"):
+        for name in ("configs", "tools", "projects", "slowfast", "workshop", "data"):
             if os.path.exists(os.path.join(ROOT, name)):
                 os.symlink(os.path.join(ROOT, name), os.path.join(scratch, name))
         yield scratch
@@ -308,7 +309,8 @@ def anchor(heading: str) -> str:
 
 def headings(path: str) -> List[str]:
     """The anchors of a Markdown file's headings (fenced blocks left out)."""
-    anchors, in_block, seen = [], False, {}
+    anchors, in_block = [], False
+    seen: Dict[str, int] = {}
     with open(path) as f:
         for line in f:
             if line.lstrip().startswith("```"):

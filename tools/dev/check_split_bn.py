@@ -30,7 +30,7 @@ import json
 import statistics
 import sys
 import time
-from typing import Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import torch
 from torch import nn
@@ -87,6 +87,7 @@ class CompileCounter:
         self.count = 0
 
         def hook(*args, **kwargs) -> bool:
+            assert self.count is not None  # set above, for this block
             self.count += 1
             return previous(*args, **kwargs) if previous else False
 
@@ -135,7 +136,7 @@ def check_cases(
         dtype, fmt = DTYPES[dname], FORMATS[fname]
         gen = torch.Generator(device="cpu").manual_seed(index)
         shape = (batch, channels, 3, size, size)
-        case = {"dtype": dname, "format": fname, "shape": list(shape)}
+        case: Dict[str, Any] = {"dtype": dname, "format": fname, "shape": list(shape)}
         case["splits"] = splits
         x = torch.randn(shape, generator=gen) * 2 + 0.5
         x = x.to(device, dtype).contiguous(memory_format=fmt)
@@ -151,6 +152,7 @@ def check_cases(
         (y_ref * grad).sum().backward()
         (y_new.float() * grad).sum().backward()
         errors = _errors(ref, new, xr, xn, y_ref, y_new)
+        assert xn.grad is not None  # backward() filled it
         same_format = y_new.is_contiguous(memory_format=fmt) and (
             xn.grad.is_contiguous(memory_format=fmt)
         )

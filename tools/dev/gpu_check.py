@@ -17,9 +17,10 @@ Stages, in order of value, each in a process of its own and with its own cap
    against plain BN, eager against CUDA graphs; ms per step, efficiency
    (FLOP rate relative to plain BN's graphed step at the base shape), peak
    memory, the path of the BN layers; "oom" where a shape does not fit
-   (``bench/model_step.py``, ``bench/step_cells.py``).
+   (``workshop/bench/model_step.py``, ``workshop/bench/step_cells.py``).
 5. ``graphs``: graphed against eager training at those configs' shapes:
-   losses, gradients, BN statistics, weights (``bench/graph_check.py``).
+   losses, gradients, BN statistics, weights
+   (``workshop/bench/graph_check.py``).
 6. ``train``: short I3D R50 multigrid trainings from generated JPEG frame
    folders, CUDA graphs off and on, in one process and under torchrun with
    one process: ms per iteration and data wait per shape
@@ -59,6 +60,7 @@ from typing import List, Optional, Tuple
 
 TOOLS = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(TOOLS))
+STAGES: Tuple[str, ...]
 STAGES = ("environment", "triton_warmup", "split_bn", "model_step", "graphs")
 STAGES += ("train", "compile")
 # Each stage's cap as a share of --budget; compile gets what is left.
@@ -75,6 +77,7 @@ def _sibling(name: str):
     if name not in sys.modules:
         path = os.path.join(TOOLS, f"{name}.py")
         spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None  # a .py file's
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # gpu_check_train imports gpu_check_stages
         spec.loader.exec_module(module)

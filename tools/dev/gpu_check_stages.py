@@ -4,11 +4,11 @@
 runs one stage here and rewrites ``DIR/stages/NAME.json`` (atomically) as it
 goes, so that a stage stopped at its cap still leaves what it measured. The
 stages drive what exists: ``tools/dev/check_split_bn.py`` (``check_cases``),
-``bench/model_step.py`` through ``bench/step_cells.py`` (the model step per
-multigrid shape), ``bench/graph_check.py`` (graphed against eager training)
-and, in ``gpu_check_train.py``, ``tools/run_net.py``. Only the standard
-library is imported at the top: ``gpu_check.py`` loads this file before the
-packed wheels are on the path.
+``workshop/bench/model_step.py`` through ``workshop/bench/step_cells.py`` (the
+model step per multigrid shape), ``workshop/bench/graph_check.py`` (graphed
+against eager training) and, in ``gpu_check_train.py``, ``tools/run_net.py``.
+Only the standard library is imported at the top: ``gpu_check.py`` loads this
+file before the packed wheels are on the path.
 """
 
 import importlib.util
@@ -22,9 +22,14 @@ import subprocess
 import sys
 import time
 from types import ModuleType
-from typing import Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+
+if TYPE_CHECKING:
+    from fvcore.common.config import CfgNode
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The workshop package is not installed: it lies at the repository root.
+sys.path.insert(0, REPO_ROOT)
 CONFIGS = (
     "configs/Kinetics/SLOWFAST_8x8_R50_multigrid.yaml",
     "configs/Kinetics/I3D_8x8_R50_multigrid.yaml",
@@ -145,12 +150,13 @@ def load_tool(filename: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         name, os.path.join(REPO_ROOT, "tools", "dev", filename)
     )
+    assert spec is not None and spec.loader is not None  # a .py file's
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def load_configs(smoke: bool) -> Dict[str, object]:
+def load_configs(smoke: bool) -> Dict[str, "CfgNode"]:
     """The checked configs by file name, with the check's overrides.
 
     Args:
@@ -199,7 +205,10 @@ def stage_environment(stage: Stage) -> None:
     """The GPU, driver, CUDA, torch and Triton of this machine."""
     import torch
 
-    info = {"torch": torch.__version__, "cuda_runtime": torch.version.cuda}
+    info: Dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+    }
     info["cudnn"] = (
         torch.backends.cudnn.version() if torch.cuda.is_available() else None
     )
@@ -298,7 +307,8 @@ def stage_triton_warmup(stage: Stage) -> None:
         else:
             del workers[-1]["last_line"]
     compiles = [w.get("compiles") for w in workers]
-    built = sum(compiles) if None not in compiles else None
+    counted = [c for c in compiles if c is not None]
+    built = sum(counted) if len(counted) == len(compiles) else None
     stopped = sum(w["exit_status"] is None for w in workers)
     bad = sum(w["exit_status"] not in (0, None) for w in workers)
     seconds = time.monotonic() - start
@@ -349,7 +359,7 @@ def stage_split_bn(stage: Stage) -> None:
 
 def _cell_rows(cells: list, base: int) -> List[dict]:
     """Cells as JSON rows, efficiency relative to the first variant's base shape."""
-    from slowfast.bench.step_cells import efficiency
+    from workshop.bench.step_cells import efficiency
 
     reference = cells[base] if len(cells) > base and cells[base].ms else None
     ratios = efficiency(cells, reference) if reference else [None] * len(cells)
@@ -371,7 +381,7 @@ def _base_line(name: str, rows: List[dict], base_kind: str) -> str:
     return f"{name}: " + ", ".join(cells)
 
 
-def measure_configs(stage: Stage, variants: list, steps: tuple) -> None:
+def measure_configs(stage: Stage, variants: list, steps: Tuple[int, int]) -> None:
     """Times ``variants`` at every multigrid shape of each config, then ends
     the stage (``failed`` when a cell failed; "oom" cells are results).
 
@@ -381,9 +391,10 @@ def measure_configs(stage: Stage, variants: list, steps: tuple) -> None:
             the reference of the efficiency.
         steps: (warm-up, timed) steps per cell.
     """
-    from slowfast.bench.model_step import base_shape_index, multigrid_shapes
-    from slowfast.bench.step_cells import measure_cells
+    from slowfast.models import describe_model
     from slowfast.models.memory_format import choose_channels_last
+    from workshop.bench.model_step import base_shape_index, multigrid_shapes
+    from workshop.bench.step_cells import measure_cells
 
     results: Dict[str, dict] = {}
     lines, counts = [], {"ok": 0, "oom": 0, "failed": 0}
@@ -393,7 +404,9 @@ def measure_configs(stage: Stage, variants: list, steps: tuple) -> None:
         cells: list = []
         entry = results[name] = {"base_shape": shapes[base].kind}
         entry["memory_format"] = (
-            "channels_last_3d" if choose_channels_last(cfg) else "contiguous"
+            "channels_last_3d"
+            if choose_channels_last(cfg, describe_model(cfg))
+            else "contiguous"
         )
         entry["precision"] = "fp16" if cfg.TRAIN.MIXED_PRECISION else "fp32"
         v0 = variants[0]
@@ -416,7 +429,7 @@ def measure_configs(stage: Stage, variants: list, steps: tuple) -> None:
 
 def stage_model_step(stage: Stage) -> None:
     """Sub-batch against plain BN, eager against graphed, per multigrid shape."""
-    from slowfast.bench.model_step import Variant
+    from workshop.bench.model_step import Variant
 
     reason = stage.unavailable("the real-scale model step needs a GPU")
     if reason:
@@ -432,7 +445,7 @@ def stage_model_step(stage: Stage) -> None:
 
 def stage_compile(stage: Stage) -> None:
     """torch.compile of the step (sub and plain BN), plain BN graphed as reference."""
-    from slowfast.bench.model_step import Variant
+    from workshop.bench.model_step import Variant
 
     reason = stage.unavailable("the compiled step needs a GPU")
     if reason:
@@ -471,7 +484,7 @@ def stage_graphs(stage: Stage) -> None:
     reason = stage.unavailable("CUDA graphs need a GPU")
     if reason:
         return stage.skip(reason)
-    from slowfast.bench.graph_check import TOLERANCE, check, failures, table
+    from workshop.bench.graph_check import TOLERANCE, check, failures, table
 
     split_bn = split_bn_path()
     results: Dict[str, dict] = {}

@@ -1,11 +1,11 @@
 """The ``train`` stage of ``tools/dev/gpu_check.py``: short multigrid trainings.
 
 I3D R50 multigrid (the tiny I3D demo under ``--smoke``) trains from generated
-JPEG frame folders (``dataprep/demo/footage.make_frame_footage``) through
-``tools/run_net.py``, four times: CUDA graphs off and on, in one process and
-under ``torchrun`` with one process (DistributedDataParallel, as on several
-GPUs: each run's ``ddp`` says whether the trainer wrapped its model); on a
-machine with G >= 2 GPUs (2 CPU processes under ``--smoke``) twice more, under
+JPEG frame folders (``workshop/dataprep/demo/footage.make_frame_footage``)
+through ``tools/run_net.py``, four times: CUDA graphs off and on, in one
+process and under ``torchrun`` with one process (DistributedDataParallel, as on
+several GPUs: each run's ``ddp`` says whether the trainer wrapped its model); on
+a machine with G >= 2 GPUs (2 CPU processes under ``--smoke``) twice more, under
 ``torchrun`` with one process per GPU, 8 clips each. Each run's
 ``json_stats.log`` (``train_iter`` lines, one per iteration: ``LOG_PERIOD 1``)
 gives the milliseconds per iteration and the data wait per batch shape. A run
@@ -17,8 +17,8 @@ The loss of every iteration (from the second on, it follows from the averaged
 gradients of the steps before) and the weights of the last checkpoint (from
 all of them), as relative differences; ``ok`` when the first five
 iterations' losses agree within the precision's tolerance
-(``bench/graph_check.TOLERANCE``, fp32 as the recipe trains: later ones drift
-apart as rounding compounds). Standard library only at the top, as
+(``workshop/bench/graph_check.TOLERANCE``, fp32 as the recipe trains: later
+ones drift apart as rounding compounds). Standard library only at the top, as
 ``gpu_check_stages.py``.
 """
 
@@ -31,7 +31,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from gpu_check_stages import REPO_ROOT, Stage, number
 
@@ -94,8 +94,8 @@ def make_data(stage: Stage, processes: int = 1) -> dict:
         dict: the data's figures: folder (relative to ``--out``), clips
         listed, distinct clips, frames, renditions, seconds taken.
     """
-    from slowfast.dataprep.demo.footage import FootageSpec, make_frame_footage
     from slowfast.datasets.renditions.layout import DEFAULT_SCALES
+    from workshop.dataprep.demo.footage import FootageSpec, make_frame_footage
 
     clips, repeats, seconds, width, height = SMOKE_DATA if stage.smoke else FULL_DATA
     repeats *= processes
@@ -367,19 +367,20 @@ def compare_pair(out_a: str, out_b: str, tolerance: float) -> dict:
     """
     import torch
 
-    from slowfast.bench.graph_check import relative_difference
-    from slowfast.checkpoint.io import get_last_checkpoint
+    from slowfast.checkpoint.load import get_last_checkpoint
+    from workshop.bench.graph_check import relative_difference
 
     a, b = (losses(os.path.join(o, "json_stats.log")) for o in (out_a, out_b))
     both = [k for k in a if k in b]
     diffs = [abs(a[k] - b[k]) / max(abs(a[k]), 1e-12) for k in both]
-    result = {"iters": len(both), "tolerance": tolerance}
+    result: Dict[str, Any] = {"iters": len(both), "tolerance": tolerance}
     result["loss_first"] = number(max(diffs[:COMPARED_ITERS], default=None), 3)
     result["loss_max"] = number(max(diffs, default=None), 3)
     paths = [get_last_checkpoint(o) for o in (out_a, out_b)]
+    found = [p for p in paths if p is not None]
     result["weights"] = None
-    if None not in paths:
-        states = [torch.load(p, map_location="cpu")["model_state"] for p in paths]
+    if len(found) == len(paths):
+        states = [torch.load(p, map_location="cpu")["model_state"] for p in found]
         names = [k for k, v in states[0].items() if v.is_floating_point()]
         pairs = [[s[k] for k in names] for s in states]
         result["weights"] = number(relative_difference(*pairs), 3)
@@ -390,7 +391,7 @@ def compare_pair(out_a: str, out_b: str, tolerance: float) -> dict:
 
 def compare_runs(stage: Stage, runs: Dict[str, dict]) -> List[dict]:
     """The :data:`PAIRS` of ``runs`` that both ran (``ok`` None: not compared)."""
-    from slowfast.bench.graph_check import TOLERANCE
+    from workshop.bench.graph_check import TOLERANCE
 
     many = [k for k in runs if "_processes_" in k]
     count = many[0].split("_")[1] if many else None
@@ -406,7 +407,7 @@ def compare_runs(stage: Stage, runs: Dict[str, dict]) -> List[dict]:
                 ok=None, reason=f"{', '.join(left_out)} did not run to the end"
             )
         else:
-            dirs = [os.path.join(stage.out, "train", k) for k in keys]
-            entry.update(compare_pair(*dirs, TOLERANCE["fp32"]))  # as the recipe
+            dir_a, dir_b = (os.path.join(stage.out, "train", k) for k in keys)
+            entry.update(compare_pair(dir_a, dir_b, TOLERANCE["fp32"]))  # as the recipe
         compared.append(entry)
     return compared

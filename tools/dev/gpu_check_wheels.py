@@ -21,11 +21,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FOLDER = os.path.join(REPO_ROOT, ".gpu_wheels")
 # What the check imports beyond torch and triton (pip adds their dependencies).
+REQUIREMENTS: Tuple[str, ...]
 REQUIREMENTS = ("fvcore", "iopath", "numpy", "Pillow", "PyYAML", "simplejpeg")
 REQUIREMENTS += ("simplejson",)
 SOURCE_ONLY = ("fvcore", "iopath")  # built here into pure-Python wheels
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
 # Modules the check's processes import (checked before any stage runs).
+MODULES: Tuple[str, ...]
 MODULES = ("fvcore", "iopath", "yaml", "numpy", "PIL", "simplejpeg", "simplejson")
 MODULES += ("tabulate", "termcolor", "tqdm", "portalocker", "yacs", "torch")
 
@@ -68,7 +70,8 @@ def _tags(wheel: str) -> Tuple[str, List[str], List[str], List[str]]:
     """A wheel file's distribution name and its python, ABI and platform tags."""
     parts = os.path.basename(wheel)[: -len(".whl")].split("-")
     name = parts[0].lower().replace("_", "-")
-    return name, *(tag.split(".") for tag in parts[-3:])
+    python, abi, platform_tags = (tag.split(".") for tag in parts[-3:])
+    return name, python, abi, platform_tags
 
 
 def fits(wheel: str) -> bool:

@@ -116,8 +116,11 @@ def training(cfg: CfgNode) -> str:
     """The recipe's multigrid cycles: ``baseline``, ``long``, ``short`` or both,
     and the frames of the coarsest long-cycle clip where it has 2 or fewer (the
     slow pathway's for SlowFast)."""
-    cycles = [("long", cfg.MULTIGRID.LONG_CYCLE), ("short", cfg.MULTIGRID.SHORT_CYCLE)]
-    cycles = [name for name, on in cycles if on]
+    switches = [
+        ("long", cfg.MULTIGRID.LONG_CYCLE),
+        ("short", cfg.MULTIGRID.SHORT_CYCLE),
+    ]
+    cycles = [name for name, on in switches if on]
     text = " + ".join(cycles) if cycles else "baseline"
     if cfg.MULTIGRID.LONG_CYCLE:
         factor = min(f[0] for f in cfg.MULTIGRID.LONG_CYCLE_FACTORS)

@@ -138,10 +138,10 @@ def paired_difference(
         test_sampling_halfwidth(r.get("correct") or "", b.get("correct") or "")
         for r, b in pairs
     ]
-    widths = [w for w in widths if w is not None]
+    known = [w for w in widths if w is not None]
     return {
         "seeds": sorted(r["seed"] for r, _ in pairs),
         "mean": sum(diffs) / len(diffs),
         "interval": t_interval(diffs),
-        "test_halfwidth": sum(widths) / len(widths) if widths else None,
+        "test_halfwidth": sum(known) / len(known) if known else None,
     }

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from fvcore.common.config import CfgNode
 
 from multigrid_study.machine import machine_text
-from multigrid_study.results import aggregate, format_csv, format_table, metric_key
+from multigrid_study.results import aggregate, format_csv, markdown_table, metric_key
 from multigrid_study.shapes import format_shapes, gflop_per_shape, shape_rows
 from slowfast.models.model_stats import clip_gflops_fn
 
@@ -110,7 +110,10 @@ def plot_curves(results: list, path: str) -> None:
         curve = [p for p in r.get("curve") or [] if p["loss"] is not None]
         if not curve:
             continue
-        style = {"color": f"C{arms.index(r['arm']) % 10}", "marker": "."}
+        style: Dict[str, Any] = {
+            "color": f"C{arms.index(r['arm']) % 10}",
+            "marker": ".",
+        }
         style["linestyle"] = ("-", "--", ":", "-.")[budgets.index(r["budget"]) % 4]
         label = f"{r['arm']} {r['budget']:g}x s{r['seed']}"
         times = [p["time_s"] for p in curve]
@@ -166,7 +169,7 @@ def write_outputs(
             shapes = result.get("clips_per_s") or {}
             result["gflop_per_clip"] = gflop_per_shape(shapes, gflops_fn)
     rows = aggregate(results, metric_key(multi_label))
-    table = format_table(rows, multi_label)
+    table = markdown_table(rows, multi_label)
     resumed = sum(r.get("train_processes", 1) > 1 for r in results)
     if resumed:
         table += (

@@ -26,7 +26,7 @@ import json
 import os
 import subprocess
 import time
-from typing import Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from multigrid_study.machine import machine_text, same_machine
 from slowfast.engine.preemption import StopSignals, signal_name
@@ -173,7 +173,12 @@ def run_process(
     if stopper.received:
         raise StudyStopped(stopper.received, f"before {what}")
     processes = read_progress(run_dir)
-    entry = {"phase": phase, "seconds": None, "status": None, "machine": machine}
+    entry: Dict[str, Any] = {
+        "phase": phase,
+        "seconds": None,
+        "status": None,
+        "machine": machine,
+    }
     processes.append(entry)
     _write_progress(run_dir, processes)
     log_path = os.path.join(run_dir, log_name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Iterable, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from multigrid_study.intervals import accuracy_interval, paired_difference
 
@@ -65,7 +65,8 @@ def parse_stats(lines: Iterable[str]) -> dict:
         log has none), and the last val and test metrics as ``val_top1`` ...
         ``test_map`` (percent).
     """
-    epochs, last = [], {}
+    epochs: List[Dict[str, Any]] = []
+    last: Dict[str, Dict[str, Any]] = {}
     for line in lines:
         if not line.strip():
             continue
@@ -134,10 +135,10 @@ def estimate_eta(done: Sequence[tuple], todo: Sequence[tuple]) -> Optional[float
 
 def spread(values: Iterable[Optional[float]]) -> Optional[tuple]:
     """``(mean, min, max)`` of the values that are not None, else None."""
-    values = [v for v in values if v is not None]
-    if not values:
+    known = [v for v in values if v is not None]
+    if not known:
         return None
-    return sum(values) / len(values), min(values), max(values)
+    return sum(known) / len(known), min(known), max(known)
 
 
 def metric_key(multi_label: bool) -> str:
@@ -194,8 +195,10 @@ def aggregate(results: Sequence[dict], metric: str) -> list:
     )
     for row in rows:
         for key, field in speedups:
-            ok = ref is not None and ref[field] and row[field] and row[field][0]
-            row[key] = ref[field][0] / row[field][0] if ok else None
+            if ref is not None and ref[field] and row[field] and row[field][0]:
+                row[key] = ref[field][0] / row[field][0]
+            else:
+                row[key] = None
     return rows
 
 
@@ -231,7 +234,7 @@ def _difference_cells(difference: Optional[dict]) -> list:
     return [cell, f"±{width:.1f}" if width is not None else "-"]
 
 
-def format_table(
+def markdown_table(
     rows: Sequence[dict], multi_label: bool = False, reference: str = "baseline"
 ) -> str:
     """The Markdown table of ``aggregate`` rows, with a legend line.

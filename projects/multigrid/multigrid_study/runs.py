@@ -11,7 +11,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from fvcore.common.config import CfgNode
 
@@ -198,7 +198,11 @@ def execute(
     with open(os.path.join(p.run_dir, "json_stats.log")) as f:
         stats = parse_stats(f)
     processes = read_progress(p.run_dir)
-    result = {"arm": p.run.arm, "budget": p.run.budget, "seed": p.run.seed}
+    result: Dict[str, Any] = {
+        "arm": p.run.arm,
+        "budget": p.run.budget,
+        "seed": p.run.seed,
+    }
     result.update(epochs_planned=p.schedule.max_epoch, iterations_planned=p.iterations)
     result.update(stats, train_s=train_seconds(processes), test_s=test_s)
     result["train_processes"] = sum(q["phase"] == "train" for q in processes)

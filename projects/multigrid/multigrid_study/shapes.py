@@ -10,7 +10,7 @@ the machine better).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence
 
 from multigrid_study.compute import parse_shape
 from multigrid_study.results import spread
@@ -76,7 +76,7 @@ def shape_rows(results: Sequence[dict]) -> List[dict]:
     return rows
 
 
-def gflop_per_shape(shapes: Sequence[str], gflops_fn: GflopsFn) -> Dict[str, float]:
+def gflop_per_shape(shapes: Iterable[str], gflops_fn: GflopsFn) -> Dict[str, float]:
     """Shape string -> forward GFLOPs of one clip (one call per frames x crop)."""
     cache: Dict[tuple, float] = {}
     out = {}

@@ -12,7 +12,7 @@ Every failure (missing, empty, truncated or undecodable input) raises
 logic catches.
 """
 
-from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -192,7 +192,7 @@ def scan_video(path: str) -> Tuple[np.ndarray, StreamInfo]:
     import av
 
     container = open_video(path)
-    times = []
+    times: List[float] = []
     try:
         stream = container.streams.video[0]
         configure_threads(stream, None)
@@ -209,7 +209,9 @@ def scan_video(path: str) -> Tuple[np.ndarray, StreamInfo]:
     return np.asarray(times), info
 
 
-def check_complete(path: str, times: Sequence[float], info: StreamInfo) -> None:
+def check_complete(
+    path: str, times: Union[Sequence[float], np.ndarray], info: StreamInfo
+) -> None:
     """Raises when fewer frames were decoded than the container announces.
 
     Args:

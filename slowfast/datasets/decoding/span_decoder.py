@@ -222,6 +222,12 @@ def decode_span(
 
         reformatter = VideoReformatter()
     out: List[Optional[np.ndarray]] = [None] * len(wanted)
+
+    def decode(span):  # fills out[lo:hi] from the current position
+        return _decode_run(
+            container, stream, info, wanted, span, out, reformatter, duration, selective
+        )
+
     k, run, at_start = 0, None, True
     for lo, hi in plan_clusters(wanted, keyframes, fps):
         seek_to = wanted[lo] - margin
@@ -230,32 +236,12 @@ def decode_span(
             at_start = False
         elif not at_start:
             _seek(container, stream, info, 0.0)
-        k, run = _decode_run(
-            container,
-            stream,
-            info,
-            wanted,
-            (lo, hi),
-            out,
-            reformatter,
-            duration,
-            selective,
-        )
+        k, run = decode((lo, hi))
         late = run.first_time is not None and run.first_time > wanted[lo] + eps
         if late and seek_to > 0 and info.time_base:
             # The keyframe found starts after the wanted time: start over.
             _seek(container, stream, info, 0.0)
-            k, run = _decode_run(
-                container,
-                stream,
-                info,
-                wanted,
-                (lo, hi),
-                out,
-                reformatter,
-                duration,
-                selective,
-            )
+            k, run = decode((lo, hi))
         if k < hi:
             break  # end of stream: the rest repeats the last frame
     if run is None or run.prev is None:
@@ -276,6 +262,8 @@ def decode_span(
         last = run.array(reformatter)
         for j in range(k, len(wanted)):
             out[j] = last
-    result = np.empty((len(wanted),) + out[0].shape, dtype=np.uint8)
-    result[order] = np.stack(out)
+    frames = [frame for frame in out if frame is not None]
+    assert len(frames) == len(out)  # every wanted time got a frame
+    result = np.empty((len(wanted),) + frames[0].shape, dtype=np.uint8)
+    result[order] = np.stack(frames)
     return torch.from_numpy(result)

@@ -3,17 +3,16 @@
 oneDNN (PyTorch 2.13) computes a 3D convolution's weight gradient on CPU as an
 im2col and a matrix product per clip, each of inner size the clip's output
 positions. On small feature maps that size is tiny (res5 of a multigrid
-coarse shape: 2 x 2 x 2 = 8 positions) and the step is bound by writing the
-[C_out, C_in x kernel] product once per clip, many times slower than the
-forward pass of the same convolution.
+coarse shape: 2 x 2 x 2 = 8 positions), so the gradient is bound by writing
+the [C_out, C_in x kernel] product once per clip, not by its arithmetic.
 
 The same gradient is a single forward convolution with the batch as the
 reduction axis: dW[o, c, k] = sum over clips n and positions p of
 x[n, c, p + k] g[n, o, p], i.e. ``conv3d(x^T, g^T)`` with x^T = x as
 [C_in, N, ...] and g^T = g as [C_out, N, ...] (the output gradient is the
 kernel, the kernel's taps the output). oneDNN's forward kernels run it at
-their usual speed. :func:`conv3d` takes this path where it was measured to be
-faster (docs/benchmarks/model-step.md, "Weight gradient on small feature maps"): CPU,
+their usual speed. :func:`conv3d` takes this path where it pays off
+(docs/benchmarks/model-step.md, "Weight gradient on small feature maps"): CPU,
 float32 without autocast, no groups, unit stride and dilation, a kernel
 larger than 1 x 1 x 1 and at most :data:`MAX_OUTPUT_POSITIONS` output
 positions per clip.
@@ -26,8 +25,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-# At more output positions per clip oneDNN's own weight gradient was as fast
-# or faster over the demo models' convolutions (same benchmark).
+# Above this many output positions per clip oneDNN's own weight gradient is
+# kept: the batch-reduced one does not pay off there
+# (docs/benchmarks/model-step.md, "Weight gradient on small feature maps").
 MAX_OUTPUT_POSITIONS = 64
 
 

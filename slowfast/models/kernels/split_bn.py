@@ -18,7 +18,7 @@ also run on CPU tensors under ``TRITON_INTERPRET=1`` (Triton's interpreter),
 which the tests use; the layer itself sends CPU batches elsewhere."""
 
 import functools
-from typing import NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -103,6 +103,18 @@ class _Geometry(NamedTuple):
     part_numel: int  # chunk partials: [3, chunks, splits, C]
     stats_numel: int  # split statistics: [4, splits, C]
 
+    @property
+    def reduce_sizes(self) -> Tuple[int, int, int, int, int, int]:
+        """The sizes the reduction (statistics) kernels take, in order."""
+        return (
+            self.channels,
+            self.positions,
+            self.rows,
+            self.per_chunk,
+            self.splits,
+            self.chunks,
+        )
+
 
 def _geometry(x: torch.Tensor, splits: int) -> _Geometry:
     """The batch's geometry, worked out once per shape, layout and split count
@@ -156,7 +168,10 @@ class SplitWorkspace:
     def __init__(self) -> None:
         self.device: Optional[torch.device] = None
         self.capacity = (0, 0, 0)  # part, stats, counts
-        self.part = self.counts = self.stats = self.coef = None
+        self.part: Optional[torch.Tensor] = None
+        self.counts: Optional[torch.Tensor] = None
+        self.stats: Optional[torch.Tensor] = None
+        self.coef: Optional[torch.Tensor] = None
         self.generation = 0
         self._retired: list = []
 
@@ -181,7 +196,7 @@ class SplitWorkspace:
             max(stats, g.stats_numel),
             max(counts, g.c_blocks),
         )
-        f32 = dict(dtype=torch.float32, device=device)
+        f32: Dict[str, Any] = dict(dtype=torch.float32, device=device)
         self.part = torch.empty(self.capacity[0], **f32)
         self.stats = torch.empty(self.capacity[1], **f32)
         self.coef = torch.empty(self.capacity[1], **f32)
@@ -205,12 +220,7 @@ def _launch_stats(x, g, ws, stats, affine, track, eps, momentum) -> None:
         rvar,
         tracked,
         stats,
-        g.channels,
-        g.positions,
-        g.rows,
-        g.per_chunk,
-        g.splits,
-        g.chunks,
+        *g.reduce_sizes,
         eps,
         momentum,
         *g.strides,
@@ -266,6 +276,9 @@ class _SplitBatchNorm(torch.autograd.Function):
         affine = weight is not None
         dw = torch.empty_like(weight) if affine else None
         db = torch.empty_like(weight) if affine else None
+        # Both kernels take x's then dy's strides, and these constants.
+        strides = (*g.strides, *_flat_strides(dy))
+        consts = {"AFFINE": affine, "BLOCK_R": g.block_r, "BLOCK_C": g.block_c}
         _kernels().split_grad_stats[(g.chunks, g.splits, g.c_blocks)](
             x,
             dy,
@@ -275,17 +288,9 @@ class _SplitBatchNorm(torch.autograd.Function):
             dw if affine else stats,
             db if affine else stats,
             ws.coef,
-            g.channels,
-            g.positions,
-            g.rows,
-            g.per_chunk,
-            g.splits,
-            g.chunks,
-            *g.strides,
-            *_flat_strides(dy),
-            AFFINE=affine,
-            BLOCK_R=g.block_r,
-            BLOCK_C=g.block_c,
+            *g.reduce_sizes,
+            *strides,
+            **consts,
             BLOCK_K=_pow2(g.splits),
         )
         dx = torch.empty_like(x)
@@ -300,11 +305,8 @@ class _SplitBatchNorm(torch.autograd.Function):
             g.positions,
             g.all_rows,
             g.splits,
-            *g.strides,
-            *_flat_strides(dy),
-            AFFINE=affine,
-            BLOCK_R=g.block_r,
-            BLOCK_C=g.block_c,
+            *strides,
+            **consts,
         )
         need_w, need_b = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
         return (dx, dw if need_w else None, db if need_b else None) + (None,) * 7

@@ -13,11 +13,10 @@ too. Outputs are the same up to float rounding (the dropped products are
 exact zeros), and so are the gradients (the dropped taps' are zero either
 way); parameters and state-dict keys are those of ``nn.Conv3d``.
 
-Why: on CPUs, oneDNN's 3D kernels are slow per FLOP on 2-frame clips, and
-there the trimmed 3D kernel and, more so, the 2D form are faster. At 4 or 8
-frames the 2D form is slower, and at 1 frame no faster, so it is used at 2
-frames only (timings: docs/benchmarks/model-step.md, "TimeTrimmedConv3d and fused
-sub-batch BN").
+Why: on CPUs oneDNN's 3D kernels handle 2-frame clips poorly, and the
+trimmed 3D kernel and its 2D form spare the step that; the 2D form is used at
+2 frames only, the one clip length where it pays off
+(docs/benchmarks/model-step.md, "TimeTrimmedConv3d and fused sub-batch BN").
 
 While the model is traced (fvcore's FLOP count), the full kernel is applied,
 so FLOP counts are those of the convolution as defined (padding included, as
@@ -66,7 +65,8 @@ class TimeTrimmedConv3d(SmallMapConv3d):
         Returns:
             torch.Tensor: the same output as ``nn.Conv3d.forward``.
         """
-        if torch.jit.is_tracing():
+        if torch.jit.is_tracing() or isinstance(self.padding, str):
+            # Traced, or "same" / "valid" padding: no shortcut applies.
             return self._conv_forward(x, self.weight, self.bias)
         kernel = self.kernel_size[0]
         frames = x.shape[2]
@@ -97,6 +97,7 @@ class TimeTrimmedConv3d(SmallMapConv3d):
         self, x: torch.Tensor, weight: torch.Tensor, time_pad: int
     ) -> torch.Tensor:
         """The convolution with the temporal zero padding added to ``x`` first."""
+        assert not isinstance(self.padding, str)  # forward() took that case
         x = nn.functional.pad(x, (0, 0, 0, 0, time_pad, time_pad))
         padding = (0, self.padding[1], self.padding[2])
         return nn.functional.conv3d(
