@@ -35,7 +35,7 @@ def _seed_torch():
 
 @pytest.fixture(scope="session")
 def demo_data(tmp_path_factory):
-    """Tiny data in all three layouts, plus a Kinetics train list repeated 6x
+    """Tiny data in all three datasets, plus a Kinetics train list repeated 6x
     so that multigrid's largest batches fit in one epoch."""
     root = tmp_path_factory.mktemp("demo")
     subprocess.run(

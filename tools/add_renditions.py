@@ -41,14 +41,14 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args = parser.parse_intermixed_args(argv)
     try:
         if args.renditions == "auto":
-            from slowfast.datasets.renditions.layout import DEFAULT_SCALES
+            from slowfast.datasets.renditions.files import DEFAULT_SCALES
 
             args.renditions = list(DEFAULT_SCALES)
         else:
             args.renditions = [float(v) for v in args.renditions.split(",") if v]
     except ValueError:
         args.renditions = []
-    from slowfast.datasets.renditions.layout import scales_problem
+    from slowfast.datasets.renditions.files import scales_problem
 
     problem = scales_problem(args.renditions)
     if problem:
@@ -88,7 +88,7 @@ def training_items(cfg, scales) -> list:
 
 def _add(item) -> str:
     from slowfast.datasets.decoding.frames import list_frame_dir
-    from slowfast.datasets.renditions.layout import rendition_path
+    from slowfast.datasets.renditions.files import rendition_path
     from workshop.dataprep.prepare.common import (
         add_frame_renditions,
         add_video_renditions,
@@ -112,7 +112,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     from slowfast.datasets.lists import DataError
-    from slowfast.datasets.renditions.layout import write_renditions
+    from slowfast.datasets.renditions.files import write_renditions
     from slowfast.launch.config import load_run_config
     from workshop.dataprep.prepare.common import run_items, write_failures
 

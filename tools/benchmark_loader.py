@@ -8,7 +8,7 @@ TRAIN.BATCH_SIZE among the machine's NUM_GPUS or NUM_CPU_PROCS processes,
 times ``round(T S^2 / (t s^2))``) and BN splits; with ``--all-shapes`` also the
 short cycle's crops at the other long-cycle shapes (every batch a multigrid run
 trains). For each decoded-frame-cache setting and worker count the project's
-own loader (``construct_loader`` with a per-shape ``plan_fn``) is timed after
+own loader (``construct_loader`` with a per-shape ``batches_fn``) is timed after
 warm-up batches; the tables give medians over the timed batches. With 0 workers a
 sample of items is also timed in-process, split into decode and transform.
 ``--model`` adds the throughput of the trainer's step (forward, loss and its
@@ -45,7 +45,7 @@ import torch
 from fvcore.common.config import CfgNode
 
 from slowfast.datasets import SamplingGrid, construct_loader
-from slowfast.datasets.renditions.layout import suffix
+from slowfast.datasets.renditions.files import suffix
 from slowfast.launch.config import load_run_config
 from slowfast.utils.table import format_table
 from workshop.bench.capacity import (
@@ -132,7 +132,7 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         "--model-clips-per-s",
         type=float,
         default=0.0,
-        help="plan the loader's capacity for a model that trains this many clips "
+        help="estimate the loader's capacity for a model that trains this many clips "
         "per second at the base shape (e.g. measured on the GPU); without it, "
         "--model's speeds measured here are used",
     )
@@ -215,7 +215,7 @@ def measure_setting(args, cache: str, workers: int, shapes, step) -> tuple:
     opts += ["DATA_LOADER.FRAME_CACHE", str(cache == "on")]
     cfg = load_run_config([args.cfg], opts)
     switch = ShapeSwitch(cfg, min(shapes, key=lambda s: s.batch))
-    loader = construct_loader(cfg, args.split, plan_fn=switch)
+    loader = construct_loader(cfg, args.split, batches_fn=switch)
     stage_rows, loader_rows = [], []
     grids = [SamplingGrid.from_shape(cfg, s.frames, s.crop) for s in shapes]
     if cache == "on":
@@ -311,7 +311,7 @@ def print_capacity(args, cfg, shapes, results) -> list:
     return rows
 
 
-def plan(args: argparse.Namespace) -> tuple:
+def config_and_shapes(args: argparse.Namespace) -> tuple:
     """The config and the shapes to time (ValueError: one line, a bad config)."""
     base = load_run_config([args.cfg], args.opts)
     return base, run_shapes(base) if args.all_shapes else multigrid_shapes(base)
@@ -385,7 +385,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point."""
     args = parse_args(argv)
     try:
-        base, shapes = plan(args)
+        base, shapes = config_and_shapes(args)
     except ValueError as err:  # ConfigError, or a batch the processes cannot share
         print(f"error: {err}", file=sys.stderr)
         return 2

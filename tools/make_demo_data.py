@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
-r"""Generates the Moving Digits demo datasets (Kinetics, SSv2 and Charades layouts).
+r"""Generates the Moving Digits demo datasets (Kinetics, SSv2 and Charades formats).
 
 Examples:
     python tools/make_demo_data.py --out data/demo
     python tools/make_demo_data.py --out data/demo_bench --size bench
-    python tools/make_demo_data.py --out data/study --size study --layouts ssv2
+    python tools/make_demo_data.py --out data/study --size study --datasets ssv2
     python tools/make_demo_data.py --out data/study_large --size study_large \
-        --layouts ssv2 --workers 16
-    python tools/make_demo_data.py --out /tmp/d --size tiny --layouts kinetics
+        --datasets ssv2 --workers 16
+    python tools/make_demo_data.py --out /tmp/d --size tiny --datasets kinetics
     python tools/make_demo_data.py --out data/footage --footage 24
 
 ``--footage N`` writes Kinetics-like downloads instead of Moving Digits (N
 training and N/4 validation clips: short side 256, 10 s, 30 fps, textured,
 moving camera, H.264 as downloaded; ``workshop/dataprep/demo/footage.py``) in
-the official layout (``annotations/``, ``downloads/``), for
+the official download's folder structure (``annotations/``, ``downloads/``), for
 ``tools/prepare_dataset.py kinetics`` and the loader benchmark, and the same
 clips as JPEG frame folders with renditions (``frames/``, a Kinetics dataset
 for ``DATA.DECODING_BACKEND frames``).
@@ -28,7 +28,7 @@ from typing import List, Optional
 # The workshop package is not installed: it lies at the repository root.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workshop.dataprep.demo import LAYOUTS, SIZES, make_demo_data
+from workshop.dataprep.demo import DATASETS, SIZES, make_demo_data
 from workshop.dataprep.demo.specs import get_spec
 
 
@@ -39,16 +39,18 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         argv: arguments (None: ``sys.argv[1:]``).
 
     Returns:
-        argparse.Namespace: out, size, layouts, seed, workers.
+        argparse.Namespace: out, size, datasets, seed, workers.
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="data/demo", help="output root folder")
     parser.add_argument("--size", default="small", choices=SIZES)
     parser.add_argument(
-        "--layouts",
-        default=",".join(LAYOUTS),
-        help=f"comma-separated subset of {','.join(LAYOUTS)}",
+        "--datasets",
+        default=",".join(DATASETS),
+        help=f"comma-separated subset of {','.join(DATASETS)}",
     )
+    # The option's former name, kept so that old commands still run.
+    parser.add_argument("--layouts", dest="datasets", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--workers",
@@ -63,20 +65,22 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         help="write N Kinetics-like training clips (+N/4 val) instead",
     )
     args = parser.parse_args(argv)
-    args.layouts = [name.strip() for name in args.layouts.split(",") if name.strip()]
-    unknown = [name for name in args.layouts if name not in LAYOUTS]
-    if unknown or not args.layouts:
-        parser.error(f"--layouts {unknown or '(empty)'}: expected names from {LAYOUTS}")
-    for layout in args.layouts:
+    args.datasets = [name.strip() for name in args.datasets.split(",") if name.strip()]
+    unknown = [name for name in args.datasets if name not in DATASETS]
+    if unknown or not args.datasets:
+        parser.error(
+            f"--datasets {unknown or '(empty)'}: expected names from {DATASETS}"
+        )
+    for dataset in args.datasets:
         try:
-            get_spec(layout, args.size)
+            get_spec(dataset, args.size)
         except ValueError as err:
             parser.error(f"--size {args.size}: {err}")
     return args
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Runs the generator and prints one summary line per layout.
+    """Runs the generator and prints one summary line per dataset.
 
     Args:
         argv: arguments (None: ``sys.argv[1:]``).
@@ -100,7 +104,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     try:
         for summary in make_demo_data(
-            args.out, args.size, args.layouts, args.seed, args.workers
+            args.out, args.size, args.datasets, args.seed, args.workers
         ):
             print(summary.line())
     except FileExistsError as err:  # a folder the generator did not write

@@ -92,7 +92,7 @@ def parse_args(argv: Optional[list] = None) -> argparse.Namespace:
     parser.add_argument(
         "--step-config",
         default="",
-        help="its config entry (default: the last --cfg's file name)",
+        help="its config's results (default: the last --cfg's file name)",
     )
     parser.add_argument(
         "--base-step-ms",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-r"""Turns the official downloads of a dataset into the layout the configs read.
+r"""Turns the official downloads of a dataset into the files the configs read.
 
 Usage:
     python tools/prepare_dataset.py kinetics --annotations DIR --videos DIR --out DIR \
@@ -81,7 +81,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def _renditions(parser, text: str) -> List[float]:
     """The rendition scales of --renditions (auto, none, or a list)."""
-    from slowfast.datasets.renditions.layout import DEFAULT_SCALES
+    from slowfast.datasets.renditions.files import DEFAULT_SCALES
 
     if text == "auto":
         return list(DEFAULT_SCALES)
@@ -91,7 +91,7 @@ def _renditions(parser, text: str) -> List[float]:
         scales = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         scales = []
-    from slowfast.datasets.renditions.layout import scales_problem
+    from slowfast.datasets.renditions.files import scales_problem
 
     problem = scales_problem(scales)
     if problem:

@@ -34,12 +34,13 @@ machine would show.
 
 Each finished run writes ``study_result.json`` in its folder and is skipped
 by later invocations (run the same command again to go on), once its
-``config.yaml`` is checked against the planned config: a finished run made with
-another config (an edited config file, other overrides, another data folder or
-test views) stops the study before any run, so that old and new results do not
-mix. A stop signal (TRAIN.STOP_SIGNALS, e.g. SIGTERM from ``timeout``) stops
-the study with exit status 75 after the running training process has saved a
-mid-epoch checkpoint; the same command resumes that run from it, and its
+``config.yaml`` is checked against the config the study builds for it: a
+finished run made with another config (an edited config file, other overrides,
+another data folder or test views) stops the study before any run, so that old
+and new results do not mix. A stop signal (TRAIN.STOP_SIGNALS, e.g. SIGTERM
+from ``timeout``) stops the study with exit status 75 after the running
+training process has saved a mid-epoch checkpoint; the same command resumes
+that run from it, and its
 training wall-clock sums its training processes'
 (``multigrid_study/progress.py``); a run trained to the end but not tested is
 only tested. Any other run folder without a result is moved aside to
@@ -83,23 +84,23 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multigrid_study import archive  # noqa: E402
 from multigrid_study.machine import code_version, describe_machine  # noqa: E402
 from multigrid_study.outputs import write_outputs  # noqa: E402
-from multigrid_study.plan import (  # noqa: E402
-    ARMS,
-    parse_arms,
-    parse_budgets,
-    parse_seeds,
-    plan_runs,
-    run_overrides,
-)
 from multigrid_study.progress import RunFailed, Stopper, StudyStopped  # noqa: E402
 from multigrid_study.results import estimate_eta, metric_key  # noqa: E402
 from multigrid_study.runs import (  # noqa: E402
     REPO_ROOT,
     TRAINING_OVERRIDES,
-    PlannedRun,
+    StudyRun,
     execute,
     load_finished,
     testing_overrides,
+)
+from multigrid_study.study_runs import (  # noqa: E402
+    ARMS,
+    list_runs,
+    parse_arms,
+    parse_budgets,
+    parse_seeds,
+    run_overrides,
 )
 
 DEFAULT_INIT_METHOD = "tcp://localhost:9999"
@@ -145,14 +146,14 @@ def parse_args(argv: Optional[list] = None) -> tuple:
     return args, parse_run_args(cfg_args + rest)
 
 
-def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
+def build_runs(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
     """Builds and checks every run's config and schedule, before any run.
 
     Args:
         args, run_args: see ``parse_args``.
 
     Returns:
-        tuple: the study folder, DATA.MULTI_LABEL, the ``PlannedRun`` list.
+        tuple: the study folder, DATA.MULTI_LABEL, the ``StudyRun`` list.
 
     Raises:
         ValueError, OSError, KeyError: a bad option, config or data list.
@@ -161,7 +162,7 @@ def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
     if base.NUM_SHARDS > 1:
         raise ValueError("NUM_SHARDS > 1: the study runs every run on this machine")
     out = args.out or os.path.normpath(base.OUTPUT_DIR) + "_study"
-    runs = plan_runs(
+    listed = list_runs(
         parse_arms(args.arms),
         parse_budgets(args.budgets),
         parse_seeds(args.seeds),
@@ -169,21 +170,21 @@ def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
     common = [token for path in run_args.cfg_files for token in ("--cfg", path)]
     if run_args.init_method != DEFAULT_INIT_METHOD:
         common += ["--init_method", run_args.init_method]
-    planned = []
-    for run in runs:
+    runs = []
+    for run in listed:
         run_dir = os.path.join(out, "runs", run.name)
         opts = run_args.opts + run_overrides(
             run, base.SOLVER, run_dir, args.keep_periods
         )
         cfg = load_run_config(run_args.cfg_files, opts)
         schedule = MultigridSchedule.from_cfg(cfg, num_procs=procs_per_machine(cfg))
-        planned.append(PlannedRun(run, run_dir, common + opts, cfg, schedule))
+        runs.append(StudyRun(run, run_dir, common + opts, cfg, schedule))
     if not args.dry_run:  # the trainer's own early checks, before any work
         from slowfast.datasets.build import dataset_size
         from slowfast.models import describe_model
 
         size = dataset_size(base, "train")
-        for p in planned:
+        for p in runs:
             info = describe_model(p.cfg)
             p.schedule.validate(info.spatial_stride, info.min_frames, info.alpha)
             try:
@@ -191,7 +192,7 @@ def plan(args: argparse.Namespace, run_args: argparse.Namespace) -> tuple:
             except ValueError as err:
                 raise ValueError(f"{p.run.name}: {err}") from err
             p.iterations = p.schedule.total_iters(size)
-    return out, base.DATA.MULTI_LABEL, planned
+    return out, base.DATA.MULTI_LABEL, runs
 
 
 def _clock(seconds: Optional[float]) -> str:
@@ -214,39 +215,37 @@ def main(argv: Optional[list] = None) -> int:
     """
     args, run_args = parse_args(argv)
     try:
-        out, multi_label, planned = plan(args, run_args)
+        out, multi_label, runs = build_runs(args, run_args)
     except (ValueError, OSError, KeyError) as err:
         lines = [line.strip() for line in str(err).splitlines() if line.strip()]
         print(f"error: {'; '.join(lines) or type(err).__name__}", file=sys.stderr)
         return 2
-    total = len(planned)
+    total = len(runs)
     if args.dry_run:
-        for i, p in enumerate(planned, 1):
+        for i, p in enumerate(runs, 1):
             print(f"[{i}/{total}] {p.run.name}: {p.schedule.max_epoch} epochs")
             print("    train: " + shlex.join(p.command(TRAINING_OVERRIDES)))
             print(
                 "    test:  " + shlex.join(p.command(testing_overrides(p.checkpoint)))
             )
         return 0
-    machine = describe_machine(planned[0].cfg.NUM_GPUS)
+    machine = describe_machine(runs[0].cfg.NUM_GPUS)
     kept = archive.results_folder(REPO_ROOT, args.results, out)
     try:
-        results = load_finished(planned, machine)
-        archive.check_folder(kept, planned, REPO_ROOT)
+        results = load_finished(runs, machine)
+        archive.check_folder(kept, runs, REPO_ROOT)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    stopper = Stopper(stop_signals(planned[0].cfg))
+    stopper = Stopper(stop_signals(runs[0].cfg))
     stopper.install()
     try:
-        failed, stopped = _run_all(
-            planned, results, multi_label, stopper, machine, kept
-        )
+        failed, stopped = _run_all(runs, results, multi_label, stopper, machine, kept)
     finally:
         stopper.restore()
-    finished = [results[p.run] for p in planned if p.run in results]
+    finished = [results[p.run] for p in runs if p.run in results]
     if finished:
-        print(write_outputs(out, finished, multi_label, planned[0].cfg))
+        print(write_outputs(out, finished, multi_label, runs[0].cfg))
         names = "runs.csv, runs.json, table.md, shapes.md, plot.png, curves.png"
         print(f"written: {out}/{names}")
         print(f"results kept in {kept}")
@@ -259,14 +258,14 @@ def main(argv: Optional[list] = None) -> int:
 
 
 def _run_all(
-    planned: list,
+    runs: list,
     results: dict,
     multi_label: bool,
     stopper: Stopper,
     machine: dict,
     kept: str,
 ) -> tuple:
-    """Runs the planned runs without a result (adding theirs to ``results``),
+    """Runs the study's runs without a result (adding theirs to ``results``),
     keeping each finished run's result in the folder ``kept``.
 
     Returns:
@@ -274,8 +273,8 @@ def _run_all(
         that stopped the study (None when every run was tried).
     """
     failed: List[str] = []
-    total, code = len(planned), code_version(REPO_ROOT)
-    for i, p in enumerate(planned, 1):
+    total, code = len(runs), code_version(REPO_ROOT)
+    for i, p in enumerate(runs, 1):
         label = f"[{i}/{total}] {p.run.arm} budget {p.run.budget} seed {p.run.seed}"
         if p.run in results:
             print(f"{label}: finished before, skipped ({p.result_path})")
@@ -288,7 +287,7 @@ def _run_all(
             for r in results.values()
         ]
         todo = [
-            (q.run.arm, q.run.budget) for q in planned[i - 1 :] if q.run not in results
+            (q.run.arm, q.run.budget) for q in runs[i - 1 :] if q.run not in results
         ]
         print(f"{label} ... (study {_clock(estimate_eta(done, todo))})", flush=True)
         try:

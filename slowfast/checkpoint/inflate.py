@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 # How many offending keys a mismatch description lists per kind.
 MAX_LISTED = 5
 _DDP_PREFIX = "module."
-# The classifier's keys (the reference's head layout): the one part of a model
+# The classifier's keys (the reference's head names): the one part of a model
 # trained on another dataset that cannot fit, and that fine-tuning replaces.
 CLASSIFIER_KEYS = ("head.projection.weight", "head.projection.bias")
 

@@ -154,7 +154,7 @@ _C.NONLOCAL.POOL = [
 # Model options
 # ---------------------------------------------------------------------------- #
 _C.MODEL = CfgNode()
-# Temporal kernel layout: "c2d", "i3d", "slow" or "slowfast".
+# Temporal kernel pattern: "c2d", "i3d", "slow" or "slowfast".
 _C.MODEL.ARCH = "slowfast"
 # Registered model class: "ResNet" or "SlowFast".
 _C.MODEL.MODEL_NAME = "SlowFast"
@@ -231,7 +231,7 @@ _C.DATA.TARGET_FPS = 30
 _C.DATA.DECODING_BACKEND = "pyav"
 # Read coarse training grids (multigrid's smaller crops) from the lower-
 # resolution renditions listed in PATH_TO_DATA_DIR/renditions.json, which
-# tools/prepare_dataset.py writes (slowfast/datasets/renditions/layout.py). Same
+# tools/prepare_dataset.py writes (slowfast/datasets/renditions/files.py). Same
 # field of view, fewer pixels to decode. No effect without that file.
 _C.DATA.USE_RENDITIONS = True
 # Draw the training short side as 1 / uniform(1 / max, 1 / min) of

@@ -7,9 +7,9 @@ from slowfast.datasets.build import DATASET_REGISTRY, build_dataset, dataset_siz
 from slowfast.datasets.decoding.decoder import DecodeError
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.loader import (
+    BatchSpec,
     EvalShardSampler,
     GridBatchSampler,
-    PlannedBatch,
     construct_loader,
     loader_set_epoch,
     shutdown_workers,
@@ -18,10 +18,10 @@ from slowfast.datasets.loader import (
 __all__ = [
     "DATASET_REGISTRY",
     "BadDataMonitor",
+    "BatchSpec",
     "DecodeError",
     "EvalShardSampler",
     "GridBatchSampler",
-    "PlannedBatch",
     "SamplingGrid",
     "VideoDataset",
     "build_dataset",

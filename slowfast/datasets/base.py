@@ -47,7 +47,7 @@ from slowfast.datasets.transforms import (
     jitter_size,
     pack_pathways,
     spatial_transform,
-    to_clip_layout,
+    to_clip_format,
 )
 from slowfast.models.describe import ModelInfo, describe_model
 
@@ -365,7 +365,7 @@ class VideoDataset(Dataset):
         out = spatial_transform(
             frames, short_side, crop, spatial_idx, flip, rng, geometry
         )
-        out = to_clip_layout(out, self.spec.reverse_channels)
+        out = to_clip_format(out, self.spec.reverse_channels)
         model = self._model
         return pack_pathways(
             out, model.num_pathways > 1, model.alpha, model.slow_sampling

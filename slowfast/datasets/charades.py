@@ -24,7 +24,7 @@ def union(labels: List[List[int]]) -> List[int]:
 
 @DATASET_REGISTRY.register()
 class Charades(FrameListDataset):
-    """Charades from frame lists (the reference's layout).
+    """Charades from frame lists (the reference's format).
 
     ``train.csv`` / ``val.csv`` (test reads val.csv) list one frame per line,
     ``original_vido_id video_id frame_id path labels``, where ``labels`` holds

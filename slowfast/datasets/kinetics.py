@@ -16,7 +16,7 @@ from slowfast.datasets.lists import (
     label_problem,
     read_kinetics_list,
 )
-from slowfast.datasets.renditions.layout import rendition_path
+from slowfast.datasets.renditions.files import rendition_path
 from slowfast.datasets.sampling import kinetics_positions, positions_to_indices
 
 

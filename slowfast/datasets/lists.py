@@ -176,7 +176,7 @@ def _parse_labels(field_text: str) -> List[int]:
 def read_frame_list(
     path: str, prefix: str = "", strict: bool = True
 ) -> Tuple["OrderedDict[str, FrameVideo]", List[ListProblem]]:
-    """Reads a frame list (SSv2 / Charades layout of the reference).
+    """Reads a frame list (SSv2 / Charades format of the reference).
 
     The file starts with the header ``original_vido_id video_id frame_id path
     labels``; each further line is one frame, space separated; ``labels`` is a

@@ -2,18 +2,18 @@
 
 Training batches come from ``GridBatchSampler``: each epoch it takes this
 process's shard of a seeded shuffle (``DistributedSampler``, seed RNG_SEED +
-epoch) and cuts it into the batches of a batch plan, ``plan_fn(epoch,
-shard_size)``: the epoch's ``PlannedBatch`` (size, ``SamplingGrid``, the
-plan's own entry) in order (the multigrid schedule's ``epoch_plan`` in
-training). Each item is requested as
+epoch) and cuts it into the epoch's batches, ``batches_fn(epoch, shard_size)``:
+the epoch's ``BatchSpec`` (size and ``SamplingGrid`` of each batch) in order
+(the multigrid schedule's ``epoch_batches`` in training). Each item is
+requested as
 ``(index, grid, seed)`` with ``seed`` derived from (RNG_SEED, epoch, index), so
 an epoch's samples depend on (RNG_SEED, epoch, rank) only, not on the number
 of workers. All processes see the same number of batches (shards are padded
-to equal length and cut by the same plan).
+to equal length and cut into the same batches).
 
 Evaluation loaders ("val", "test") are sequential; with several processes
 each gets a contiguous ``EvalShardSampler`` block, padded to equal length by
-repeating entries (``EvalShardSampler.padded`` tells which to drop).
+repeating items (``EvalShardSampler.padded`` tells which to drop).
 """
 
 import logging
@@ -53,8 +53,8 @@ from slowfast.models.describe import ModelInfo
 logger = logging.getLogger(__name__)
 
 
-class PlannedBatch(NamedTuple):
-    """One batch of a batch plan.
+class BatchSpec(NamedTuple):
+    """The size and sampling grid of one of the epoch's batches.
 
     Attributes:
         size: clips of this process in the batch.
@@ -65,9 +65,9 @@ class PlannedBatch(NamedTuple):
     grid: Optional[SamplingGrid]
 
 
-# plan_fn(epoch, shard_size) -> the epoch's batches in order, whose sizes sum
+# batches_fn(epoch, shard_size) -> the epoch's batches in order, whose sizes sum
 # to at most shard_size.
-PlanFn = Callable[[int, int], Sequence[PlannedBatch]]
+BatchesFn = Callable[[int, int], Sequence[BatchSpec]]
 
 
 def clips_in_batch(batch: Sequence) -> int:
@@ -76,17 +76,18 @@ def clips_in_batch(batch: Sequence) -> int:
     return int(batch[0][0].shape[0])
 
 
-def fixed_plan(batch_size: int) -> PlanFn:
-    """The plan of a fixed shape: whole batches of ``batch_size``, the rest dropped."""
+def fixed_batches(batch_size: int) -> BatchesFn:
+    """The batches of a fixed shape: whole batches of ``batch_size``, the rest
+    dropped."""
 
-    def plan(epoch: int, shard_size: int):
-        return [PlannedBatch(batch_size, None)] * (shard_size // batch_size)
+    def batches(epoch: int, shard_size: int):
+        return [BatchSpec(batch_size, None)] * (shard_size // batch_size)
 
-    return plan
+    return batches
 
 
 class GridBatchSampler(Sampler):
-    """Batches of ``(index, grid, seed)`` requests following a batch plan.
+    """The epoch's batches of ``(index, grid, seed)`` requests, one list each.
 
     It yields the batches of one epoch, or of a span of consecutive epochs as
     one stream (``set_epoch(epoch, end_epoch=...)``): the training loop takes
@@ -100,15 +101,15 @@ class GridBatchSampler(Sampler):
     Args:
         sampler: yields this process's indices for the epoch (has
             ``set_epoch``, e.g. a ``DistributedSampler``).
-        plan_fn: ``(epoch, shard_size) -> [PlannedBatch]``, the epoch's
+        batches_fn: ``(epoch, shard_size) -> [BatchSpec]``, the epoch's
             batches in order; in training the schedule's (whose shapes the
             schedule hook reads for the same iterations).
         seed: RNG_SEED, mixed with the epoch and index into each item's seed.
     """
 
-    def __init__(self, sampler, plan_fn: PlanFn, seed: int):
+    def __init__(self, sampler, batches_fn: BatchesFn, seed: int):
         self.sampler = sampler
-        self.plan_fn = plan_fn
+        self.batches_fn = batches_fn
         self.seed = int(seed)
         self.epoch = 0
         self.start_iter = 0
@@ -135,19 +136,19 @@ class GridBatchSampler(Sampler):
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(self.epoch)
 
-    def plan(self, epoch: Optional[int] = None) -> List[PlannedBatch]:
+    def batches(self, epoch: Optional[int] = None) -> List[BatchSpec]:
         """An epoch's batches (default: the first selected), in order."""
         epoch = self.epoch if epoch is None else int(epoch)
         shard = len(self.sampler)
-        plan = [PlannedBatch(*item) for item in self.plan_fn(epoch, shard)]
-        if any(batch.size <= 0 for batch in plan):
-            raise ValueError(f"batch plan of epoch {epoch}: sizes must be > 0")
-        if sum(batch.size for batch in plan) > shard:
+        batches = [BatchSpec(*item) for item in self.batches_fn(epoch, shard)]
+        if any(batch.size <= 0 for batch in batches):
+            raise ValueError(f"batches of epoch {epoch}: sizes must be > 0")
+        if sum(batch.size for batch in batches) > shard:
             raise ValueError(
-                f"batch plan of epoch {epoch} needs "
-                f"{sum(batch.size for batch in plan)} clips; the shard has {shard}"
+                f"epoch {epoch} needs "
+                f"{sum(batch.size for batch in batches)} clips; the shard has {shard}"
             )
-        return plan
+        return batches
 
     def __iter__(self) -> Iterator[List[Tuple[int, Optional[SamplingGrid], int]]]:
         for epoch in range(self.epoch, self.end_epoch):
@@ -156,7 +157,7 @@ class GridBatchSampler(Sampler):
             indices = list(self.sampler)
             skip = self.start_iter if epoch == self.epoch else 0
             start = 0
-            for k, batch in enumerate(self.plan(epoch)):
+            for k, batch in enumerate(self.batches(epoch)):
                 chunk = indices[start : start + batch.size]
                 start += batch.size
                 if k >= skip:
@@ -166,7 +167,7 @@ class GridBatchSampler(Sampler):
 
     def __len__(self) -> int:
         """Batches of the selected epochs (skipped ones included)."""
-        return sum(len(self.plan(e)) for e in range(self.epoch, self.end_epoch))
+        return sum(len(self.batches(e)) for e in range(self.epoch, self.end_epoch))
 
 
 class EvalShardSampler(Sampler):
@@ -174,13 +175,13 @@ class EvalShardSampler(Sampler):
 
     Process ``r`` of ``W`` takes positions ``[r * n, (r + 1) * n)`` of the
     split (``n = ceil(N / W)``); positions past its end repeat its first
-    entries, so that every process runs as many batches. A block keeps a
+    items, so that every process runs as many batches. A block keeps a
     video's spatial crops of one temporal view together, which the dataset
-    decodes once; a strided shard (every W-th entry) loses that from 3
+    decodes once; a strided shard (every W-th item) loses that from 3
     processes on.
 
     Args:
-        size: entries in the split.
+        size: items in the split.
         num_replicas: processes.
         rank: this process's rank.
     """
@@ -203,7 +204,7 @@ class EvalShardSampler(Sampler):
             count: items this process loaded (at most ``len(self)``).
 
         Returns:
-            torch.Tensor: ``[count]`` bools, True for a repeated entry.
+            torch.Tensor: ``[count]`` bools, True for a repeated item.
         """
         return self.rank * self.per_rank + torch.arange(count) >= self.size
 
@@ -268,7 +269,7 @@ def _per_process(batch: int, num_procs: int, key: str, strict: bool) -> int:
 def construct_loader(
     cfg: CfgNode,
     split: str,
-    plan_fn: Optional[PlanFn] = None,
+    batches_fn: Optional[BatchesFn] = None,
     num_procs: int = 1,
     rank: int = 0,
     dataset: Optional[Dataset] = None,
@@ -279,7 +280,7 @@ def construct_loader(
     Args:
         cfg: the run's config (TRAIN.DATASET for train/val, TEST.DATASET for test).
         split: "train", "val" or "test".
-        plan_fn: training only: ``(epoch, shard_size) -> [PlannedBatch]``;
+        batches_fn: training only: ``(epoch, shard_size) -> [BatchSpec]``;
             None: whole batches of TRAIN.BATCH_SIZE /
             num_procs at the config's shape.
         num_procs: number of training processes (shards).
@@ -315,17 +316,17 @@ def construct_loader(
         batch = _per_process(
             global_batch_size(cfg), num_procs, "TRAIN.BATCH_SIZE", True
         )
-        fixed = plan_fn is None
-        if plan_fn is None:
-            plan_fn = fixed_plan(batch)
+        fixed = batches_fn is None
+        if batches_fn is None:
+            batches_fn = fixed_batches(batch)
         sampler: DistributedSampler = DistributedSampler(
             dataset, num_replicas=num_procs, rank=rank, shuffle=True, seed=cfg.RNG_SEED
         )
-        batch_sampler = GridBatchSampler(sampler, plan_fn, cfg.RNG_SEED)
+        batch_sampler = GridBatchSampler(sampler, batches_fn, cfg.RNG_SEED)
         if len(batch_sampler) == 0:
             raise DataError(
                 f"train split of {dataset_name(cfg, split)} has {len(sampler)} "
-                f"entries per process, fewer than one batch"
+                f"items per process, fewer than one batch"
                 + (f" ({batch})" if fixed else "")
             )
         return _StopSafeLoader(

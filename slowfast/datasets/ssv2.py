@@ -33,7 +33,7 @@ def ssv2_files(data_dir: str, split: str):
 
 @DATASET_REGISTRY.register()
 class Ssv2(FrameListDataset):
-    """Something-Something V2 from frame lists (the reference's layout).
+    """Something-Something V2 from frame lists (the reference's format).
 
     Labels: ``something-something-v2-labels.json`` (template -> class id) and
     ``something-something-v2-{train,validation}.json`` (videos with their

@@ -136,14 +136,14 @@ def crop_resize(
     )
 
 
-def to_clip_layout(
+def to_clip_format(
     frames: torch.Tensor, reverse_channels: bool = False
 ) -> torch.Tensor:
-    """uint8 ``[T, C, H, W]`` -> contiguous uint8 ``[C, T, H, W]``, the layout
+    """uint8 ``[T, C, H, W]`` -> contiguous uint8 ``[C, T, H, W]``, the dimension order
     the models take (they normalise it: ``models/input_norm.py``).
 
     Args:
-        frames: uint8 frames (any memory layout), RGB.
+        frames: uint8 frames (any memory format), RGB.
         reverse_channels: return the channels in reverse order (BGR), as the
             reference's DATA.REVERSE_INPUT_CHANNEL; the models then normalise
             with the statistics reversed too.

@@ -13,7 +13,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from slowfast.datasets import construct_loader, shutdown_workers
-from slowfast.datasets.loader import PlanFn
+from slowfast.datasets.loader import BatchesFn
 from slowfast.engine.bn_grouping import BNGrouping, convert_to_sub_bn
 from slowfast.engine.precision import mixed_precision_dtype
 from slowfast.models import build_model, describe_model
@@ -152,7 +152,7 @@ class Loaders(NamedTuple):
     """The loaders of a training run.
 
     Attributes:
-        train: the training loader (its batches follow the schedule's plan).
+        train: the training loader (its batches follow the schedule).
         val: the val loader; None when TRAIN.EVAL_PERIOD is 0 (no val split).
         precise: the training split again for precise BN (the training
             loader's dataset, its own batches and workers); None without it.
@@ -170,7 +170,7 @@ class Loaders(NamedTuple):
 
 
 def build_loaders(
-    cfg: CfgNode, ctx: RunContext, info: ModelInfo, plan_fn: PlanFn
+    cfg: CfgNode, ctx: RunContext, info: ModelInfo, batches_fn: BatchesFn
 ) -> Loaders:
     """The training, val (TRAIN.EVAL_PERIOD > 0) and precise-BN loaders.
 
@@ -178,10 +178,11 @@ def build_loaders(
         cfg: the frozen config.
         ctx: this process's run context (its shard of each split).
         info: the model's description (how clips are packed for it).
-        plan_fn: ``(epoch, shard size) -> batch plan`` of the training loader.
+        batches_fn: ``(epoch, shard size) -> the epoch's batches`` of the training
+            loader.
     """
     shard: Dict[str, Any] = dict(num_procs=ctx.world_size, rank=ctx.rank, model=info)
-    train = construct_loader(cfg, "train", plan_fn=plan_fn, **shard)
+    train = construct_loader(cfg, "train", batches_fn=batches_fn, **shard)
     val = None
     if cfg.TRAIN.EVAL_PERIOD > 0:
         val = construct_loader(cfg, "val", **shard)

@@ -61,7 +61,7 @@ def shape_str(shape: IterShape) -> str:
 class ScheduleHook(HookBase):
     """Selects each epoch's batches and sets each iteration's LR and BN groups.
 
-    The loader cuts its batches by the same schedule (``Trainer._plan``):
+    The loader cuts its batches by the same schedule (``Trainer._batches``):
     each step's batch must hold the clips of the schedule's shape.
 
     Args:

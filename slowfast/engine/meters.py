@@ -89,14 +89,14 @@ class TrainMeter:
         self.compute_time.add(compute_time)
         self.clips += batch_size
         if shape is not None:
-            entry = self.shapes.setdefault(
+            totals = self.shapes.setdefault(
                 shape, {"iters": 0, "clips": 0, "time": 0.0, "data": 0.0}
             )
-            entry["iters"] += 1
-            entry["clips"] += batch_size
-            entry["time"] += data_time + compute_time
+            totals["iters"] += 1
+            totals["clips"] += batch_size
+            totals["time"] += data_time + compute_time
             # A meter resumed from an older mid-epoch checkpoint has no "data".
-            entry["data"] = entry.get("data", 0.0) + data_time
+            totals["data"] = totals.get("data", 0.0) + data_time
 
     def state_dict(self) -> dict:
         """The epoch's totals so far (plain values), for a mid-epoch checkpoint."""
@@ -177,10 +177,10 @@ def data_wait_text(shapes: dict) -> str:
         shapes: ``TrainMeter.shapes``.
     """
     parts = []
-    for shape, entry in sorted(
+    for shape, totals in sorted(
         shapes.items(), key=lambda kv: -int(kv[0].split("x")[0])
     ):
-        share = entry.get("data", 0.0) / entry["time"] if entry["time"] else 0.0
+        share = totals.get("data", 0.0) / totals["time"] if totals["time"] else 0.0
         parts.append(f"{shape} {100 * share:.1f}%")
     return ", ".join(parts)
 

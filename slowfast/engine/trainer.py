@@ -14,7 +14,7 @@ from fvcore.common.config import CfgNode
 
 from slowfast.checkpoint.files import CheckpointError
 from slowfast.config.derived import global_batch_size, stop_signals
-from slowfast.datasets import GridBatchSampler, PlannedBatch
+from slowfast.datasets import BatchSpec, GridBatchSampler
 from slowfast.engine import precision
 from slowfast.engine.builders import (
     RunSetup,
@@ -107,7 +107,7 @@ class Trainer:
             cfg, ctx, self.wrapped_model, self.optimizer, self.scaler
         )
         self.loss_fn = get_loss_func(cfg.MODEL.LOSS_FUNC)
-        self.loaders = build_loaders(cfg, ctx, self.model_info, self._plan)
+        self.loaders = build_loaders(cfg, ctx, self.model_info, self._batches)
         self.train_loader, self.val_loader, self.precise_loader = self.loaders
         self.dataset_size = len(cast(Sized, self.train_loader.dataset))
         check_iterations(cfg, self.schedule, self.dataset_size)
@@ -136,12 +136,12 @@ class Trainer:
         done = sum(self._iters(e) for e in range(self.start_epoch))
         self.global_iter = done + self.start_iter
 
-    def _plan(self, epoch: int, shard_size: int) -> List[PlannedBatch]:
-        """The loader's batch plan: the size and grid of each of the epoch's
+    def _batches(self, epoch: int, shard_size: int) -> List[BatchSpec]:
+        """The loader's batches: the size and grid of each of the epoch's
         iterations, as the schedule says (``ScheduleHook`` asks the schedule
         for the same iterations' shapes)."""
-        plan = self.schedule.epoch_plan(epoch, shard_size)
-        return [PlannedBatch(shape.per_proc_batch, shape.grid) for shape in plan]
+        shapes = self.schedule.epoch_batches(epoch, shard_size)
+        return [BatchSpec(shape.per_proc_batch, shape.grid) for shape in shapes]
 
     def _iters(self, epoch: int) -> int:
         """Iterations of each process in ``epoch`` (equals the loader's length)."""
@@ -308,7 +308,7 @@ def train(
     world_size: int = 1,
     setup: Optional[RunSetup] = None,
 ) -> None:
-    """Entry point of a training process (see ``slowfast.launch.spawn``).
+    """What a training process runs (see ``slowfast.launch.spawn``).
 
     Args:
         cfg: the frozen config.

@@ -133,7 +133,7 @@ def check_data(cfg: CfgNode) -> None:
                 why = "testing (TEST.ENABLE)" if split == "test" else "training"
                 raise PreflightError(
                     f"{path} not found: the {split} split of {name} reads it, "
-                    f"needed for {why}; see DATASET.md for the layout",
+                    f"needed for {why}; see DATASET.md for the files and folders",
                     EXIT_DATA,
                 )
 

@@ -137,8 +137,8 @@ def per_stage(value: Sequence[Any], num_pathways: int, key: str) -> list:
 
 
 @dataclasses.dataclass(frozen=True)
-class ArchLayout:
-    """Everything about a network's layout that the config decides, per pathway.
+class ArchSpec:
+    """Everything about a network's structure that the config decides, per pathway.
 
     Attributes:
         stem_temp_kernels: temporal kernel of the stem conv, per pathway.
@@ -161,18 +161,18 @@ class ArchLayout:
     pool_after_res2: List[List[int]]
 
 
-def arch_layout(cfg: CfgNode, num_pathways: int) -> ArchLayout:
-    """Reads the per-stage, per-pathway layout of a ResNet or SlowFast.
+def arch_spec(cfg: CfgNode, num_pathways: int) -> ArchSpec:
+    """Reads the per-stage, per-pathway structure of a ResNet or SlowFast.
 
     Args:
         cfg: the run's config (MODEL.ARCH, RESNET.*, NONLOCAL.*).
         num_pathways: 1 for ResNet, 2 for SlowFast.
 
     Returns:
-        ArchLayout: the layout.
+        ArchSpec: the structure.
 
     Raises:
-        ValueError: an unknown arch or depth, a per-stage entry of the wrong
+        ValueError: an unknown arch or depth, a per-stage value of the wrong
             length, or a non-local index past the end of its stage.
     """
     arch = cfg.MODEL.ARCH
@@ -199,7 +199,7 @@ def arch_layout(cfg: CfgNode, num_pathways: int) -> ArchLayout:
                     f"NONLOCAL.LOCATION: res{s + 2} pathway {p} has block indices "
                     f"{bad} outside its {depths[s]} blocks"
                 )
-    return ArchLayout(
+    return ArchSpec(
         stem_temp_kernels=[k[0] for k in basis[0]],
         block_temp_kernels=[
             [

@@ -35,7 +35,7 @@ class BlockOptions:
 
 @dataclasses.dataclass(frozen=True)
 class PathwayStage:
-    """The layout of one stage in one pathway.
+    """The structure of one stage in one pathway.
 
     Attributes:
         dim_in: input channels.
@@ -203,7 +203,7 @@ class ResStage(nn.Module):
     ``pathway{p}_nonlocal{i}`` (the reference's state-dict names).
 
     Args:
-        pathways: the layout of this stage in each pathway.
+        pathways: the structure of this stage in each pathway.
         opts: options shared by all blocks.
     """
 

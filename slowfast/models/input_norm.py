@@ -77,7 +77,7 @@ class InputNormalizer(nn.Module):
         out = torch.empty(
             x.shape, dtype=torch.float32, device=x.device, memory_format=fmt
         )
-        out.copy_(x)  # one pass: type and layout
+        out.copy_(x)  # one pass: dtype and memory format
         return out.mul_(self.scale).add_(self.bias)
 
 

@@ -6,7 +6,7 @@ state-dict keys of a plain ``BatchNorm3d`` plus two runtime attributes:
 
 * ``num_splits``: at training, the local batch is split into this many
   groups, each normalised with its own statistics. Clip ``i`` of the batch
-  belongs to split ``i % num_splits`` (the reference's layout). This is the
+  belongs to split ``i % num_splits`` (the reference's order). This is the
   multigrid trick that keeps BN statistics over a fixed number of clips when
   the batch grows at small shapes; it is a plain attribute, so it can change
   at every iteration without rebuilding the model or the optimizer.
@@ -152,7 +152,7 @@ class SubBatchNorm3d(nn.BatchNorm3d):
         """Whether the Triton kernels of ``split_bn.py`` compute this forward:
         GPU batches (contiguous or channels-last-3d) with local statistics, a
         momentum and more than one value per split and channel, once the
-        kernels passed their check on the device for this dtype and layout
+        kernels passed their check on the device for this dtype and memory format
         (``kernels/self_check.py``), unless ``split_kernels`` says otherwise."""
         ok = (
             self.split_kernels != "native"
@@ -321,7 +321,7 @@ def check_split_kernels(
     device: torch.device, dtype: torch.dtype, channels_last: bool
 ) -> KernelVerdict:
     """The Triton kernels' verdict for batches of this device, dtype and
-    layout: checked once per process against :func:`compare_with_native`."""
+    memory format: checked once per process against :func:`compare_with_native`."""
     return split_kernels_verdict(device, dtype, channels_last, compare_with_native)
 
 
@@ -342,7 +342,7 @@ def compare_with_native(
     device: torch.device, dtype: torch.dtype, channels_last: bool
 ) -> str:
     """Runs the Triton kernels and the generic path on one small batch of
-    this device, dtype and layout; returns the first difference, or ""."""
+    this device, dtype and memory format; returns the first difference, or ""."""
     gen = torch.Generator().manual_seed(0)
     channels = _CHECK_SHAPE[1]
     layer = SubBatchNorm3d(channels, num_splits=_CHECK_SPLITS)

@@ -6,7 +6,7 @@ import torch
 from fvcore.common.config import CfgNode
 from torch import nn
 
-from slowfast.models.arch import ArchLayout, arch_layout, per_pathway
+from slowfast.models.arch import ArchSpec, arch_spec, per_pathway
 from slowfast.models.blocks import BlockOptions, PathwayStage, ResStage
 from slowfast.models.build import MODEL_REGISTRY
 from slowfast.models.describe import ModelInfo, resnet_spatial_stride, resnet_width
@@ -39,14 +39,14 @@ class ResNetSetup(NamedTuple):
     """What a ResNet-family model reads from the config before its stages.
 
     Attributes:
-        layout: the architecture's kernels, strides and pools.
+        arch: the architecture's kernels, strides and pools.
         opts: the block options.
         width: RESNET.WIDTH_PER_GROUP (the stem's channels).
         inner: inner channels of res2 (RESNET.NUM_GROUPS * width).
         channels: DATA.INPUT_CHANNEL_NUM, one per pathway.
     """
 
-    layout: ArchLayout
+    arch: ArchSpec
     opts: BlockOptions
     width: int
     inner: int
@@ -61,14 +61,14 @@ def resnet_setup(cfg: CfgNode, num_pathways: int) -> ResNetSetup:
         num_pathways: the model's pathways.
 
     Returns:
-        ResNetSetup: layout, block options, widths and input channels.
+        ResNetSetup: architecture, block options, widths and input channels.
     """
-    layout, opts = arch_layout(cfg, num_pathways), block_options(cfg)
+    arch, opts = arch_spec(cfg, num_pathways), block_options(cfg)
     width = cfg.RESNET.WIDTH_PER_GROUP
     channels = per_pathway(
         cfg.DATA.INPUT_CHANNEL_NUM, num_pathways, "DATA.INPUT_CHANNEL_NUM"
     )
-    return ResNetSetup(layout, opts, width, cfg.RESNET.NUM_GROUPS * width, channels)
+    return ResNetSetup(arch, opts, width, cfg.RESNET.NUM_GROUPS * width, channels)
 
 
 def resnet_info(cfg: CfgNode, min_frames: int, **pathways: Any) -> ModelInfo:
@@ -112,7 +112,7 @@ def make_head(cfg: CfgNode, dim_in: List[int]) -> ResNetBasicHead:
 class ResNet(nn.Module):
     """Single-pathway 3D ResNet; MODEL.ARCH picks the temporal kernels.
 
-    Layout (state-dict names as the reference): ``s1`` stem, ``s2`` (res2),
+    Modules (state-dict names as the reference): ``s1`` stem, ``s2`` (res2),
     ``pathway0_pool`` (temporal max-pool, 2 for c2d/i3d, 1 for slow), ``s3`` ..
     ``s5``, ``head``. Non-local blocks follow the blocks NONLOCAL.LOCATION
     names. Input: ``[x]`` with x of shape [N, C, T, H, W], any T, H, W.
@@ -132,15 +132,15 @@ class ResNet(nn.Module):
     def describe(cls, cfg: CfgNode) -> ModelInfo:
         """One pathway of at least as many frames as the temporal max-pool after
         res2 takes (2 for C2D and I3D, 1 for Slow); the ResNet's spatial stride."""
-        pool = arch_layout(cfg, cls.num_pathways).pool_after_res2[0]
+        pool = arch_spec(cfg, cls.num_pathways).pool_after_res2[0]
         return resnet_info(cfg, min_frames=pool[0])
 
     def __init__(self, cfg: CfgNode) -> None:
         super().__init__()
-        layout, opts, width, inner, channels = resnet_setup(cfg, self.num_pathways)
+        arch, opts, width, inner, channels = resnet_setup(cfg, self.num_pathways)
         self.channels_last = False  # build_model sets the memory format
         self.s1 = VideoModelStem(
-            channels, [width], layout.stem_temp_kernels, opts.norm, opts.inplace_relu
+            channels, [width], arch.stem_temp_kernels, opts.norm, opts.inplace_relu
         )
         dim_in = width
         for s in range(4):
@@ -149,16 +149,16 @@ class ResNet(nn.Module):
                 dim_in=dim_in,
                 dim_out=dim_out,
                 dim_inner=inner * 2**s,
-                temp_kernels=layout.block_temp_kernels[s][0],
-                stride=layout.spatial_strides[s][0],
-                dilation=layout.spatial_dilations[s][0],
-                nonlocal_inds=layout.nonlocal_inds[s][0],
-                nonlocal_group=layout.nonlocal_groups[s][0],
-                nonlocal_pool=layout.nonlocal_pools[s][0],
+                temp_kernels=arch.block_temp_kernels[s][0],
+                stride=arch.spatial_strides[s][0],
+                dilation=arch.spatial_dilations[s][0],
+                nonlocal_inds=arch.nonlocal_inds[s][0],
+                nonlocal_group=arch.nonlocal_groups[s][0],
+                nonlocal_pool=arch.nonlocal_pools[s][0],
             )
             self.add_module(f"s{s + 2}", ResStage([spec], opts))
             if s == 0:
-                pool = layout.pool_after_res2[0]
+                pool = arch.pool_after_res2[0]
                 self.pathway0_pool = nn.MaxPool3d(
                     kernel_size=tuple(pool), stride=tuple(pool)
                 )

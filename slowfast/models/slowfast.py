@@ -54,7 +54,7 @@ class SlowFast(nn.Module):
 
     def __init__(self, cfg: CfgNode) -> None:
         super().__init__()
-        layout, opts, width, inner, channels = resnet_setup(cfg, self.num_pathways)
+        arch, opts, width, inner, channels = resnet_setup(cfg, self.num_pathways)
         self.channels_last = False  # build_model sets the memory format
         beta_inv = cfg.SLOWFAST.BETA_INV
         if width // beta_inv < 1:
@@ -75,7 +75,7 @@ class SlowFast(nn.Module):
 
         dims = [width, width // beta_inv]
         self.s1 = VideoModelStem(
-            channels, dims, layout.stem_temp_kernels, opts.norm, opts.inplace_relu
+            channels, dims, arch.stem_temp_kernels, opts.norm, opts.inplace_relu
         )
         self.s1_fuse = fuse(dims[1])
         fused = self.s1_fuse.dim_out
@@ -88,12 +88,12 @@ class SlowFast(nn.Module):
                     dim_in=dims[p] + (fused if p == 0 else 0),
                     dim_out=outs[p],
                     dim_inner=inners[p],
-                    temp_kernels=layout.block_temp_kernels[s][p],
-                    stride=layout.spatial_strides[s][p],
-                    dilation=layout.spatial_dilations[s][p],
-                    nonlocal_inds=layout.nonlocal_inds[s][p],
-                    nonlocal_group=layout.nonlocal_groups[s][p],
-                    nonlocal_pool=layout.nonlocal_pools[s][p],
+                    temp_kernels=arch.block_temp_kernels[s][p],
+                    stride=arch.spatial_strides[s][p],
+                    dilation=arch.spatial_dilations[s][p],
+                    nonlocal_inds=arch.nonlocal_inds[s][p],
+                    nonlocal_group=arch.nonlocal_groups[s][p],
+                    nonlocal_pool=arch.nonlocal_pools[s][p],
                 )
                 for p in range(self.num_pathways)
             ]
@@ -102,7 +102,7 @@ class SlowFast(nn.Module):
                 self.add_module(f"s{s + 2}_fuse", fuse(outs[1]))
                 fused = getattr(self, f"s{s + 2}_fuse").dim_out
             if s == 0:
-                for p, pool in enumerate(layout.pool_after_res2):
+                for p, pool in enumerate(arch.pool_after_res2):
                     self.add_module(
                         f"pathway{p}_pool",
                         nn.MaxPool3d(kernel_size=tuple(pool), stride=tuple(pool)),

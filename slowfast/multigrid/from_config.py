@@ -7,7 +7,7 @@ import logging
 from fvcore.common.config import CfgNode
 
 from slowfast.config.derived import global_batch_size, lr_scale
-from slowfast.multigrid.long_cycle import ScheduleEntry, plan_long_cycle
+from slowfast.multigrid.long_cycle import ScheduleEntry, build_long_cycle
 from slowfast.multigrid.shapes import resolve_short_factors
 from slowfast.solver.lr_policy import LrPolicy
 
@@ -80,7 +80,7 @@ def schedule_fields(cfg: CfgNode, num_procs: int, spatial_stride: int) -> dict:
     )
     _log_raised_factors(mg, short["short_factors"])
     if mg.LONG_CYCLE:
-        entries, policy, scale = plan_long_cycle(
+        entries, policy, scale = build_long_cycle(
             policy,
             epoch_factor=mg.EPOCH_FACTOR,
             long_factors=mg.LONG_CYCLE_FACTORS,

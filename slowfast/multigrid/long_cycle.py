@@ -179,7 +179,7 @@ def _clean(value: float) -> float:
     return float(f"{value:.12g}")
 
 
-def plan_long_cycle(
+def build_long_cycle(
     policy: LrPolicy,
     *,
     base_frames: int,

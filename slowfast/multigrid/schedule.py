@@ -17,7 +17,7 @@ the config's LR policy.
 * Batch size of a shape ``t x s`` = B * round(T*S^2/(t*s^2)), B the global
   batch (TRAIN.BATCH_SIZE per machine x NUM_SHARDS).
 * BN: MULTIGRID.BN_BASE_SIZE clips per BN group at the long-cycle shape; the
-  short cycle keeps the entry's split count (see ``shapes.bn_layout``).
+  short cycle keeps the entry's split count (see ``shapes.bn_splits_and_sync``).
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from fvcore.common.config import CfgNode
 from slowfast.config.derived import per_process_batch
 from slowfast.datasets.grid import SamplingGrid, jitter_scales, sampling_rate_range
 from slowfast.models.describe import ModelInfo, describe_model
+from slowfast.multigrid.epoch_batches import cycle_counts, epoch_batches
 from slowfast.multigrid.from_config import schedule_fields
 from slowfast.multigrid.long_cycle import ScheduleEntry
-from slowfast.multigrid.plan import cycle_counts, epoch_plan
 from slowfast.multigrid.shapes import (
     IterShape,
     batch_factor,
-    bn_layout,
+    bn_splits_and_sync,
     exact_batch_factor,
     short_cycle_crops,
 )
@@ -243,12 +243,12 @@ class MultigridSchedule:
 
         Returns:
             tuple: ``(bn_splits, bn_sync_size)``: BN groups per process and
-            processes per synced BN group (see ``shapes.bn_layout``).
+            processes per synced BN group (see ``shapes.bn_splits_and_sync``).
         """
         if not (self.long_cycle or self.short_cycle):
             return self.bn_default
         per_proc = self.base_batch * entry.batch_factor // self.num_procs
-        return bn_layout(per_proc, self.num_procs, self.bn_base_size)
+        return bn_splits_and_sync(per_proc, self.num_procs, self.bn_base_size)
 
     def iter_shape(self, epoch: int, it: int) -> IterShape:
         """Returns the shape of iteration ``it`` of ``epoch``.
@@ -327,16 +327,17 @@ class MultigridSchedule:
             warmup_start_lr=self.policy.warmup_start_lr,
         )
 
-    def epoch_plan(self, epoch: int, shard_size: int) -> list:
-        """One process's batches of ``epoch``: see ``multigrid.plan.epoch_plan``."""
-        return epoch_plan(self, epoch, shard_size)
+    def epoch_batches(self, epoch: int, shard_size: int) -> list:
+        """One process's batches of ``epoch``: see
+        ``multigrid.epoch_batches.epoch_batches``."""
+        return epoch_batches(self, epoch, shard_size)
 
     def cycle_iters(self, epoch: int, dataset_size: int) -> list:
         """Returns the iterations of an epoch at each position of its cycle.
 
         Each process reads ``ceil(dataset_size / num_procs)`` clips (a padded
         distributed sampler) in batches of the per-iteration sizes and drops
-        its last batch: ``epoch_plan``'s shapes, counted without building it.
+        its last batch: ``epoch_batches``'s shapes, counted without building it.
 
         Args:
             epoch: epoch index.

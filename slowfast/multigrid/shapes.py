@@ -17,12 +17,13 @@ from slowfast.datasets.grid import SamplingGrid
 
 @dataclass(frozen=True)
 class IterShape:
-    """One entry of the batch plan: everything about one iteration's batch.
+    """One of the epoch's batches: everything about one iteration's batch.
 
     The loader's batch sampler cuts the batch by ``per_proc_batch`` and hands
     its clips ``grid``; the schedule hook sets the BN groups from
     ``bn_splits`` and the LR from ``epoch`` and ``iteration``; the meters
-    name the shape. All read this one object (``multigrid.plan.epoch_plan``).
+    name the shape. All read this one object
+    (``multigrid.epoch_batches.epoch_batches``).
 
     Attributes:
         epoch: epoch index.
@@ -204,7 +205,7 @@ def short_cycle_crops(
     return crops
 
 
-def bn_layout(
+def bn_splits_and_sync(
     per_proc_batch: int, num_procs: int, bn_base_size: int
 ) -> tuple[int, int]:
     """Returns how BN statistics are grouped at a long-cycle shape.

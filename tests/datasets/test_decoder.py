@@ -217,7 +217,7 @@ def test_span_decoder_runs_index_and_seek_fallback(tmp_path, monkeypatch):
         keyframes, duration = span_decoder.read_index(stream, info)
     assert duration == pytest.approx(1 / 30) and len(keyframes) >= 10
     wanted = np.array([2, 30, 31, 57]) / 30
-    assert span_decoder.plan_clusters(wanted, keyframes, 30.0) == [
+    assert span_decoder.runs_after_seeks(wanted, keyframes, 30.0) == [
         (0, 1),
         (1, 3),
         (3, 4),

@@ -7,8 +7,8 @@ import torch
 
 from slowfast.config.derived import worker_niceness
 from slowfast.datasets import (
+    BatchSpec,
     GridBatchSampler,
-    PlannedBatch,
     SamplingGrid,
     construct_loader,
     loader_set_epoch,
@@ -40,10 +40,10 @@ def root(tmp_path_factory):
     return make_kinetics(path, specs, width=40, height=32)
 
 
-def _cycling_plan(sizes, grids, extra=lambda epoch: 0):
+def _cycling_batches(sizes, grids, extra=lambda epoch: 0):
     """Batches cycling through ``sizes`` / ``grids`` while they fit the shard."""
 
-    def plan(epoch, shard_size):
+    def batches_fn(epoch, shard_size):
         out, used = [], 0
         while True:
             size = sizes[len(out) % len(sizes)] + extra(epoch)
@@ -52,14 +52,14 @@ def _cycling_plan(sizes, grids, extra=lambda epoch: 0):
             out.append((size, grids[len(out) % len(grids)]))
             used += size
 
-    return plan
+    return batches_fn
 
 
 def test_grid_batch_sampler_sizes_grids_and_seeds():
     grids = [SamplingGrid(2, 8, 1, 2, 10, 12), None, SamplingGrid(4, 16, 1, 1, 20, 20)]
     sampler = _Sampler(20)
-    plan = _cycling_plan((3, 2, 4), grids, extra=lambda epoch: epoch)
-    batches = GridBatchSampler(sampler, plan, seed=5)
+    batches_fn = _cycling_batches((3, 2, 4), grids, extra=lambda epoch: epoch)
+    batches = GridBatchSampler(sampler, batches_fn, seed=5)
     batches.set_epoch(0)
     out = list(batches)
     assert [len(b) for b in out] == [3, 2, 4, 3, 2, 4]  # 18 used, 2 dropped
@@ -86,13 +86,13 @@ def _epoch(loader, epoch):
     return [(b[2].tolist(), b[0][0].clone()) for b in loader]
 
 
-def test_train_loader_shapes_follow_the_plan(root):
+def test_train_loader_shapes_follow_the_epoch_batches(root):
     cfg = tiny_cfg(root, "kinetics", "TRAIN.BATCH_SIZE", 2)
     shapes = [(3, SamplingGrid.from_shape(cfg, 2, 12)), (1, None)]
-    plan = _cycling_plan([size for size, _ in shapes], [g for _, g in shapes])
-    loader = construct_loader(cfg, "train", plan_fn=plan)
+    batches_fn = _cycling_batches([size for size, _ in shapes], [g for _, g in shapes])
+    loader = construct_loader(cfg, "train", batches_fn=batches_fn)
     loader.batch_sampler.set_epoch(0)
-    assert len(loader) == 4  # 3 + 1 + 3 + 1 = 8 entries
+    assert len(loader) == 4  # 3 + 1 + 3 + 1 = 8 clips
     batches = list(loader)
     assert len(batches) == 4
     for it, (inputs, labels, indices, extras) in enumerate(batches):
@@ -124,17 +124,17 @@ def test_epoch_samples_independent_of_worker_count(root):
 def test_a_span_of_epochs_streams_the_epochs_batches_in_order(root):
     """One iterator over epochs 1..3 (epoch 1 resumed at its second batch)
     yields exactly the batches of those epochs iterated one by one, with a
-    multigrid-like plan whose shapes change between epochs."""
+    multigrid-like batches whose shapes change between epochs."""
     cfg = tiny_cfg(root, "kinetics", "DATA_LOADER.NUM_WORKERS", 2)
     grids = [SamplingGrid.from_shape(cfg, 2, 12), None]
-    plan = _cycling_plan((3, 1), grids, extra=lambda epoch: epoch % 2)
-    loader = construct_loader(cfg, "train", plan_fn=plan)
+    batches_fn = _cycling_batches((3, 1), grids, extra=lambda epoch: epoch % 2)
+    loader = construct_loader(cfg, "train", batches_fn=batches_fn)
     one_by_one = []
     for epoch in (1, 2, 3):
         loader.batch_sampler.set_epoch(epoch, start_iter=1 if epoch == 1 else 0)
         one_by_one += [(b[2].tolist(), b[0][0].clone()) for b in loader]
     loader.batch_sampler.set_epoch(1, start_iter=1, end_epoch=4)
-    assert len(loader) == sum(len(plan(e, 8)) for e in (1, 2, 3))
+    assert len(loader) == sum(len(batches_fn(e, 8)) for e in (1, 2, 3))
     stream = [(b[2].tolist(), b[0][0].clone()) for b in loader]
     assert len(stream) == len(one_by_one) == len(loader) - 1
     for (idx0, x0), (idx1, x1) in zip(one_by_one, stream):
@@ -198,7 +198,7 @@ def test_loader_config_errors(root):
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 8])
-def test_batch_plan_length_is_the_schedules_iteration_count(world_size):
+def test_batch_count_is_the_schedules_iteration_count(world_size):
     from slowfast.config import load_config
     from slowfast.models.describe import ModelInfo
     from slowfast.multigrid import MultigridSchedule
@@ -217,12 +217,12 @@ def test_batch_plan_length_is_the_schedules_iteration_count(world_size):
     for dataset_size in (97, 400, 1000, 4801):
         shard = -(-dataset_size // world_size)
         for epoch in range(sched.max_epoch):
-            plan = sched.epoch_plan(epoch, shard)
-            assert len(plan) == sched.iters_in_epoch(epoch, dataset_size)
-            used = sum(s.per_proc_batch for s in plan)
-            nxt = sched.iter_shape(epoch, len(plan)).per_proc_batch
+            shapes = sched.epoch_batches(epoch, shard)
+            assert len(shapes) == sched.iters_in_epoch(epoch, dataset_size)
+            used = sum(s.per_proc_batch for s in shapes)
+            nxt = sched.iter_shape(epoch, len(shapes)).per_proc_batch
             assert used <= shard < used + nxt  # no further whole batch fits
-            assert plan == [sched.iter_shape(epoch, i) for i in range(len(plan))]
+            assert shapes == [sched.iter_shape(epoch, i) for i in range(len(shapes))]
 
 
 class _Niceness(torch.utils.data.Dataset):
@@ -270,8 +270,8 @@ def test_precise_bn_loader_shares_the_training_dataset(root, monkeypatch):
         ),
     )
     cfg = tiny_cfg(root, "kinetics", "BN.USE_PRECISE_STATS", True)
-    plan = lambda epoch, size: [PlannedBatch(4, None)] * 2  # noqa: E731
-    loaders = build_loaders(cfg, RunContext(), describe_model(cfg), plan)
+    batches_fn = lambda epoch, size: [BatchSpec(4, None)] * 2  # noqa: E731
+    loaders = build_loaders(cfg, RunContext(), describe_model(cfg), batches_fn)
     assert built == ["train", "val"]  # the training split's annotations read once
     assert loaders.precise.dataset is loaders.train.dataset
     precise = next(iter(loaders.precise))  # its own batches, of TRAIN.BATCH_SIZE

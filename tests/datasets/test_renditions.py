@@ -13,7 +13,7 @@ import torch
 
 from slowfast.datasets import SamplingGrid, build_dataset
 from slowfast.datasets.lists import DataError
-from slowfast.datasets.renditions.layout import (
+from slowfast.datasets.renditions.files import (
     MANIFEST,
     Renditions,
     load_renditions,

@@ -24,7 +24,7 @@ from slowfast.datasets.transforms import (
     pack_pathways,
     short_side_size,
     spatial_transform,
-    to_clip_layout,
+    to_clip_format,
     uniform_crop_offset,
 )
 from slowfast.models import describe_model
@@ -106,10 +106,10 @@ def test_flip_and_random_crop_are_seeded():
     assert no_flip[0, 1, 0, 0] < no_flip[0, 1, 0, -1]
 
 
-def test_clip_layout_and_model_normalisation_with_reversed_channels():
+def test_clip_format_and_model_normalisation_with_reversed_channels():
     frames = torch.tensor([0, 51, 255], dtype=torch.uint8).view(1, 3, 1, 1)
     mean, std = [0.1, 0.2, 0.3], [0.5, 0.25, 0.1]
-    clip = to_clip_layout(frames)
+    clip = to_clip_format(frames)
     assert clip.shape == (3, 1, 1, 1) and clip.dtype == torch.uint8
     assert clip.is_contiguous()
     out = InputNormalizer(mean, std)(clip[None])
@@ -117,7 +117,7 @@ def test_clip_layout_and_model_normalisation_with_reversed_channels():
     expect = [(0 - 0.1) / 0.5, (0.2 - 0.2) / 0.25, (1 - 0.3) / 0.1]
     assert torch.allclose(out.flatten(), torch.tensor(expect), atol=1e-5)
     # DATA.REVERSE_INPUT_CHANNEL: BGR clips, normalised with RGB statistics.
-    rev = to_clip_layout(frames, reverse_channels=True)
+    rev = to_clip_format(frames, reverse_channels=True)
     assert rev.flatten().tolist() == [255, 51, 0]
     rev_out = InputNormalizer(mean[::-1], std[::-1])(rev[None])
     assert torch.allclose(rev_out.flatten(), torch.tensor(expect[::-1]), atol=1e-5)

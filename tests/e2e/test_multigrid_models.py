@@ -71,13 +71,13 @@ def _planned(cfg, dataset_size):
     schedule = MultigridSchedule.from_cfg(cfg, 1)
     planned = set()
     for epoch in range(schedule.max_epoch):
-        for entry in schedule.epoch_plan(epoch, dataset_size):
+        for shape in schedule.epoch_batches(epoch, dataset_size):
             planned.add(
                 (
-                    entry.per_proc_batch,
-                    entry.num_frames,
-                    entry.crop_size,
-                    entry.bn_splits,
+                    shape.per_proc_batch,
+                    shape.num_frames,
+                    shape.crop_size,
+                    shape.bn_splits,
                 )
             )
     return planned

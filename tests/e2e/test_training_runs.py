@@ -57,12 +57,12 @@ ARCH_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,layout", ARCH_CASES)
+@pytest.mark.parametrize("name,data", ARCH_CASES)
 @pytest.mark.slow
-def test_train_then_test_each_arch_and_layout(demo_data, tmp_path, name, layout):
+def test_train_then_test_each_arch_and_dataset(demo_data, tmp_path, name, data):
     cfg = _cfg(
         name,
-        demo_data / layout,
+        demo_data / data,
         tmp_path,
         [
             *ONE_EPOCH,
@@ -90,7 +90,7 @@ def test_train_then_test_each_arch_and_layout(demo_data, tmp_path, name, layout)
         assert 0.0 <= metrics["map"] <= 1.0
     else:
         assert 0.0 <= metrics["top1_err"] <= 100.0
-        assert metrics["views_per_video"] == (1 if layout == "ssv2" else 2)
+        assert metrics["views_per_video"] == (1 if data == "ssv2" else 2)
     saved = torch.load(tmp_path / "test_results.pyth")
     assert saved["video_scores"].shape == (metrics["num_videos"], cfg.MODEL.NUM_CLASSES)
     assert len(saved["video_paths"]) == metrics["num_videos"]

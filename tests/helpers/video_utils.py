@@ -240,7 +240,7 @@ SSV2_TEMPLATES = [
 
 
 def make_ssv2(root: str, lengths: Dict[str, int]) -> str:
-    """Writes an SSv2 layout: label JSONs, frame folders and frame lists.
+    """Writes an SSv2 dataset: label JSONs, frame folders and frame lists.
 
     Video ``name`` gets template ``SSV2_TEMPLATES[k % 3]`` (k: its position),
     so its class is ``k % 3``; train and validation hold the same videos.
@@ -268,7 +268,7 @@ def make_ssv2(root: str, lengths: Dict[str, int]) -> str:
 
 
 def make_charades(root: str, lengths: Dict[str, int], labels_fn) -> str:
-    """Writes a Charades layout: frame folders and train/val frame lists.
+    """Writes a Charades dataset: frame folders and train/val frame lists.
 
     Returns:
         The folder (DATA.PATH_TO_DATA_DIR and DATA.PATH_PREFIX).

@@ -1,4 +1,4 @@
-"""Full-size models against the reference: params, state-dict layout, FLOPs.
+"""Full-size models against the reference: params, state-dict keys, FLOPs.
 
 The reference's numbers and state-dict key lists are facts kept in this
 repository (``tests/data/reference``, copied from the reference material), so

@@ -275,7 +275,7 @@ def test_our_configs_load_and_build(path):
     expected = OUR_CONFIG_PARAMS[
         name.replace("_multigrid", "").replace("_stepwise", "")
     ]
-    with torch.device("meta"):  # Layout and counts only; no memory, no init cost.
+    with torch.device("meta"):  # Structure and counts only; no memory, no init cost.
         model = build_model(cfg)
     assert params_count(model) == expected
     if name.endswith("_multigrid"):

@@ -3,7 +3,7 @@
 ``TRITON_INTERPRET=1`` (set by conftest.py) makes ``split_bn_kernels`` run its
 Triton kernels on CPU tensors. The fused path must give the reference
 computation's outputs, gradients and running statistics (clip ``i`` in split
-``i % k``) in both memory formats, and keep the input's layout. The layer
+``i % k``) in both memory formats, and keep the input's memory format. The layer
 sends CPU batches to the native path (unchanged); the tests route them to the
 kernels.
 """

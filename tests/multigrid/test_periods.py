@@ -147,7 +147,7 @@ def test_plan_tool_times_each_arm_from_the_checks_step_times(tmp_path, capsys):
     assert sum(s["iterations"] for s in timing["run"]["shapes"]) == 261582
 
 
-def test_plan_tool_names_a_missing_config_entry(tmp_path, capsys):
+def test_plan_tool_names_a_missing_config(tmp_path, capsys):
     tool = load_tool("plan_multigrid.py")
     check = _check_json(tmp_path / "c.json", [])
     cfg = os.path.join(KINETICS, "I3D_8x8_R50_multigrid.yaml")

@@ -11,7 +11,7 @@ from slowfast.config import ConfigError, get_cfg, load_config
 from slowfast.models.describe import ModelInfo
 from slowfast.multigrid import MultigridSchedule, report
 from slowfast.multigrid.schedule import check_epochs_have_iterations
-from slowfast.multigrid.shapes import bn_layout
+from slowfast.multigrid.shapes import bn_splits_and_sync
 from tests.conftest import REPO_ROOT
 
 KINETICS = "Kinetics_SLOWFAST_8x8_R50_stepwise_multigrid.yaml"
@@ -201,12 +201,12 @@ def test_bn_sync_when_a_process_holds_too_few_clips(request):
     assert sched.iter_shape(66, 2).bn_splits == 1
 
 
-def test_bn_layout_rule():
-    assert bn_layout(64, 8, 8) == (8, 1)
-    assert bn_layout(12, 8, 8) == (1, 1)
-    assert bn_layout(2, 8, 8) == (1, 4)
-    assert bn_layout(3, 8, 8) == (1, 4)  # needs 3, rounded up to divide 8
-    assert bn_layout(1, 6, 8) == (1, 6)  # capped at the number of processes
+def test_bn_splits_and_sync_rule():
+    assert bn_splits_and_sync(64, 8, 8) == (8, 1)
+    assert bn_splits_and_sync(12, 8, 8) == (1, 1)
+    assert bn_splits_and_sync(2, 8, 8) == (1, 4)
+    assert bn_splits_and_sync(3, 8, 8) == (1, 4)  # needs 3, rounded up to divide 8
+    assert bn_splits_and_sync(1, 6, 8) == (1, 6)  # capped at the number of processes
 
 
 def test_long_cycle_only_fine_tunes_without_short_cycle():
@@ -358,8 +358,12 @@ def test_table_counts_gflops_at_each_shape():
     # end inside a short cycle give its first shapes one more iteration).
     for size in (1000, 24000):
         counted, baseline = report.compute_totals(sched, size, strided)
-        plan = [it for e in range(sched.max_epoch) for it in sched.epoch_plan(e, size)]
-        exact = sum(it.batch_size * strided(it.num_frames, it.crop_size) for it in plan)
+        batches = [
+            it for e in range(sched.max_epoch) for it in sched.epoch_batches(e, size)
+        ]
+        exact = sum(
+            it.batch_size * strided(it.num_frames, it.crop_size) for it in batches
+        )
         assert counted == pytest.approx(exact)
         base_iteration = 8 * strided(32, 224)  # 8 clips of 32 x 224
         assert baseline == pytest.approx(sched.baseline_iters(size) * base_iteration)

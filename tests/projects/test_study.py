@@ -7,8 +7,8 @@ import os
 import sys
 
 import pytest
-from multigrid_study import plan as sp
 from multigrid_study import results as sr
+from multigrid_study import study_runs as srun
 
 from slowfast.config import load_config
 from slowfast.engine.meters import TrainMeter, data_wait_text
@@ -58,26 +58,26 @@ def test_meter_counts_iterations_clips_and_time_per_shape():
 
 
 def test_scale_steps_rounds_and_stays_increasing():
-    assert sp.scale_steps([0, 24, 34], 0.5) == [0, 12, 17]
-    assert sp.scale_steps([0, 24, 34], 2) == [0, 48, 68]
-    assert sp.scale_steps([0, 5, 7], 0.5) == [0, 3, 4]  # 2.5 and 3.5 round up
-    assert sp.scale_steps([0, 1, 2], 0.4) == [0, 1, 2]  # 0.4 -> 0 -> 1, 0.8 -> 2
-    assert sp.scale_steps([0, 12.5], 1) == [0, 12.5]
+    assert srun.scale_steps([0, 24, 34], 0.5) == [0, 12, 17]
+    assert srun.scale_steps([0, 24, 34], 2) == [0, 48, 68]
+    assert srun.scale_steps([0, 5, 7], 0.5) == [0, 3, 4]  # 2.5 and 3.5 round up
+    assert srun.scale_steps([0, 1, 2], 0.4) == [0, 1, 2]  # 0.4 -> 0 -> 1, 0.8 -> 2
+    assert srun.scale_steps([0, 12.5], 1) == [0, 12.5]
 
 
 def test_budget_overrides():
     forty = ["SOLVER.MAX_EPOCH", "40", "SOLVER.STEPS", "[0, 24, 34]"]
     cfg = load_config([DEMO_MULTIGRID], forty)
-    assert sp.budget_overrides(cfg.SOLVER, 0.5) == [
+    assert srun.budget_overrides(cfg.SOLVER, 0.5) == [
         "SOLVER.MAX_EPOCH", "20", "SOLVER.STEPS", "[0, 12, 17]",
     ]  # fmt: skip
-    assert sp.budget_overrides(cfg.SOLVER, 1.5)[:2] == ["SOLVER.MAX_EPOCH", "60"]
+    assert srun.budget_overrides(cfg.SOLVER, 1.5)[:2] == ["SOLVER.MAX_EPOCH", "60"]
     with pytest.raises(ValueError, match="do not fit in 2 epochs"):
-        sp.budget_overrides(cfg.SOLVER, 0.05)
+        srun.budget_overrides(cfg.SOLVER, 0.05)
     cosine = load_config([], ["SOLVER.LR_POLICY", "cosine", "SOLVER.MAX_EPOCH", "5"])
-    assert sp.budget_overrides(cosine.SOLVER, 0.5) == ["SOLVER.MAX_EPOCH", "3"]
+    assert srun.budget_overrides(cosine.SOLVER, 0.5) == ["SOLVER.MAX_EPOCH", "3"]
     with pytest.raises(ValueError, match="rounds to 0 epochs"):
-        sp.budget_overrides(cosine.SOLVER, 0.05)
+        srun.budget_overrides(cosine.SOLVER, 0.05)
 
 
 @pytest.mark.parametrize("budget", [0.5, 2.0])
@@ -88,44 +88,44 @@ def test_arms_differ_only_in_multigrid_keys(budget):
         arm: _flat(
             load_config(
                 [DEMO_MULTIGRID],
-                sp.run_overrides(sp.Run(arm, budget, 3), base.SOLVER, run_dir),
+                srun.run_overrides(srun.Run(arm, budget, 3), base.SOLVER, run_dir),
             )
         )
-        for arm in sp.ARMS
+        for arm in srun.ARMS
     }
     ref = cfgs["baseline"]
     assert ref["SOLVER.MAX_EPOCH"] == round(budget * base.SOLVER.MAX_EPOCH)
     assert ref["SOLVER.WARMUP_EPOCHS"] == base.SOLVER.WARMUP_EPOCHS
     assert ref["RNG_SEED"] == 3 and ref["TRAIN.EVAL_PERIOD"] == 0
-    assert ref["TRAIN.CHECKPOINT_PERIOD"] == sp.LAST_EPOCH_ONLY
+    assert ref["TRAIN.CHECKPOINT_PERIOD"] == srun.LAST_EPOCH_ONLY
     assert ref["BN.NORM_TYPE"] == base.BN.NORM_TYPE
     for arm, flat in cfgs.items():
         changed = {key for key in flat if flat[key] != ref[key]}
         assert changed <= {"MULTIGRID.LONG_CYCLE", "MULTIGRID.SHORT_CYCLE"}, arm
         assert (flat["MULTIGRID.LONG_CYCLE"], flat["MULTIGRID.SHORT_CYCLE"]) == (
-            sp.ARMS[arm]
+            srun.ARMS[arm]
         )
-    kept = sp.run_overrides(sp.Run("long", 1.0, 0), base.SOLVER, run_dir, True)
+    kept = srun.run_overrides(srun.Run("long", 1.0, 0), base.SOLVER, run_dir, True)
     assert "TRAIN.EVAL_PERIOD" not in kept and "TRAIN.CHECKPOINT_PERIOD" not in kept
 
 
-def test_parse_lists_and_plan_order():
-    assert sp.parse_arms("long_short, baseline,long_short") == [
+def test_parse_lists_and_run_order():
+    assert srun.parse_arms("long_short, baseline,long_short") == [
         "long_short",
         "baseline",
     ]
-    assert sp.parse_budgets("0.5,1,2,1.0") == [0.5, 1.0, 2.0]
-    assert sp.parse_seeds("0,1") == [0, 1]
+    assert srun.parse_budgets("0.5,1,2,1.0") == [0.5, 1.0, 2.0]
+    assert srun.parse_seeds("0,1") == [0, 1]
     for parse, text, match in [
-        (sp.parse_arms, "baseline,fast", "unknown arm 'fast'"),
-        (sp.parse_budgets, "1,x", "'x' is not a number"),
-        (sp.parse_budgets, "0", "must be a number > 0"),
-        (sp.parse_seeds, "0,a", "--seeds"),
-        (sp.parse_arms, ",", "empty"),
+        (srun.parse_arms, "baseline,fast", "unknown arm 'fast'"),
+        (srun.parse_budgets, "1,x", "'x' is not a number"),
+        (srun.parse_budgets, "0", "must be a number > 0"),
+        (srun.parse_seeds, "0,a", "--seeds"),
+        (srun.parse_arms, ",", "empty"),
     ]:
         with pytest.raises(ValueError, match=match):
             parse(text)
-    runs = sp.plan_runs(["baseline", "long"], [1.0, 2.0], [0, 1])
+    runs = srun.list_runs(["baseline", "long"], [1.0, 2.0], [0, 1])
     assert [r.name for r in runs[:3]] == [
         "baseline_b1_s0",
         "long_b1_s0",
@@ -206,18 +206,18 @@ def test_shape_rows_compare_each_shape_with_its_flop_ideal():
 
 
 def test_config_differences_cover_the_run_and_its_test_only():
-    planned = load_config([DEMO_MULTIGRID])
-    stored = json.loads(json.dumps(planned))  # as config.yaml loads: plain dicts
-    assert sp.config_differences(planned, stored) == []
+    expected = load_config([DEMO_MULTIGRID])
+    stored = json.loads(json.dumps(expected))  # as config.yaml loads: plain dicts
+    assert srun.config_differences(expected, stored) == []
     stored["TEST"]["BATCH_SIZE"] = 3  # the test's own
-    stored["TEST"]["ENABLE"] = not planned.TEST.ENABLE
+    stored["TEST"]["ENABLE"] = not expected.TEST.ENABLE
     stored["OUTPUT_DIR"] = "another/folder"
     stored["TRAIN"]["EVAL_PERIOD"] = 3
-    assert sp.config_differences(planned, stored) == []
+    assert srun.config_differences(expected, stored) == []
     stored["RESNET"]["SPATIAL_STRIDES"] = [[1], [2], [2], [2]]
     stored["TEST"]["NUM_SPATIAL_CROPS"] = 1
     stored["DATA"]["PATH_TO_DATA_DIR"] = "other/data"
-    keys = [key for key, _, _ in sp.config_differences(planned, stored)]
+    keys = [key for key, _, _ in srun.config_differences(expected, stored)]
     assert sorted(keys) == [
         "DATA.PATH_TO_DATA_DIR", "RESNET.SPATIAL_STRIDES", "TEST.NUM_SPATIAL_CROPS"
     ]  # fmt: skip

@@ -75,7 +75,7 @@ def test_kept_results_are_portable_and_never_mixed(tmp_path):
     from types import SimpleNamespace
 
     from multigrid_study import archive
-    from multigrid_study.plan import Run
+    from multigrid_study.study_runs import Run
 
     repo = str(tmp_path / "checkout")
     run = Run("long_short", 1.0, 0)

@@ -83,7 +83,7 @@ def test_check_splits_chains_and_joins_continuations(tmp_path):
     ],
 )
 def test_check_fails_a_stale_command(tmp_path, capsys, body, error):
-    run = ["--run"] if "study.py" in body else []  # a study's plan runs with --run
+    run = ["--run"] if "study.py" in body else []  # a study's dry run needs --run
     assert check_docs.main([*run, _doc(tmp_path, body)]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and error.lower() in out.lower(), out
@@ -99,7 +99,7 @@ def test_check_passes_good_commands(tmp_path, capsys):
     assert out.count("ok ") == 3 and "skipped: installs" in out
 
 
-def test_check_plans_a_study_without_writing(tmp_path, capsys):
+def test_check_dry_runs_a_study_without_writing(tmp_path, capsys):
     out_dir = tmp_path / "study_out"
     body = (
         "python projects/multigrid/study.py --cfg configs/Demo/Kinetics_I3D_tiny.yaml "

@@ -15,7 +15,7 @@ Every command of every ```` ```bash ```` block (continuation lines joined,
   finish in seconds also run, from a scratch folder that links to the
   repository's code and configs: ``--help``, ``python -c``,
   ``plan_multigrid.py``, and ``study.py`` with ``--dry-run`` added (in this
-  process: many studies, each planned in a fraction of a second);
+  process: many studies, each built in a fraction of a second);
 * the rest is skipped with its reason: installing (network), ``pytest`` (CI
   runs the suite), ``sbatch``/``squeue`` (a cluster), shell built-ins.
 
@@ -231,7 +231,7 @@ def _run(argv: List[str]) -> None:
 def _dry_run_study(args: List[str]) -> None:
     """``study.py ARGS --dry-run`` in this process, from a scratch folder.
 
-    In this process rather than a new one: the dry run plans every run (configs,
+    In this process rather than a new one: the dry run builds every run (configs,
     schedules, dataset sizes) in a fraction of a second, where a new process
     spends seconds importing PyTorch, for each of the documents' many studies.
     The study's command line itself runs as a process in its own tests. Unlike

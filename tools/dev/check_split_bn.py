@@ -200,7 +200,7 @@ def check(device: torch.device) -> bool:
         text = " ".join(f"{k} {v:.2e}" for k, v in case["errors"].items())
         print(
             f"{'ok  ' if case['ok'] else 'FAIL'} {name} {tuple(case['shape'])} "
-            f"k={case['splits']}: {text}, layout kept: {case['layout_kept']}"
+            f"k={case['splits']}: {text}, memory format kept: {case['layout_kept']}"
         )
     return ok
 

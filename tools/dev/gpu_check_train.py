@@ -94,7 +94,7 @@ def make_data(stage: Stage, processes: int = 1) -> dict:
         dict: the data's figures: folder (relative to ``--out``), clips
         listed, distinct clips, frames, renditions, seconds taken.
     """
-    from slowfast.datasets.renditions.layout import DEFAULT_SCALES
+    from slowfast.datasets.renditions.files import DEFAULT_SCALES
     from workshop.dataprep.demo.footage import FootageSpec, make_frame_footage
 
     clips, repeats, seconds, width, height = SMOKE_DATA if stage.smoke else FULL_DATA

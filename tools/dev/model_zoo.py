@@ -194,7 +194,7 @@ LOAD_AS = {
     "caffe2_bgr": (
         "Caffe2 pickle of a BGR model",
         "TEST.CHECKPOINT_TYPE caffe2 DATA.REVERSE_INPUT_CHANNEL True",
-        "loads: its key layout is the reference's, checked by the tests; "
+        "loads: its keys are the reference's, checked by the tests; "
         "accuracy not measured here",
     ),
     "unknown": (

@@ -2,6 +2,6 @@
 
 Model-step throughput at the multigrid shapes (``model_step``, cell by cell in
 ``step_cells``), the graphed-against-eager step check (``graph_check``), loader
-timing (``loader_timing``) and the loader's capacity plan (``capacity``). The
+timing (``loader_timing``) and the loader's capacity estimate (``capacity``). The
 tools in ``tools/dev/`` and ``tools/dev/gpu_check.py`` drive them.
 """

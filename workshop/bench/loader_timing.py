@@ -17,7 +17,7 @@ from slowfast.datasets.loader import loader_set_epoch
 
 
 class ShapeSwitch:
-    """``plan_fn`` for ``construct_loader``: whole batches of the shape set before
+    """``batches_fn`` for ``construct_loader``: whole batches of the shape set before
     an epoch.
 
     The batch sampler calls it in the main process when an epoch starts, so

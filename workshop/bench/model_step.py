@@ -34,7 +34,7 @@ from slowfast.models.norm import set_bn_splits
 from slowfast.multigrid.from_config import short_cycle_factors
 from slowfast.multigrid.shapes import (
     batch_factor,
-    bn_layout,
+    bn_splits_and_sync,
     long_cycle_shapes,
     short_cycle_crops,
 )
@@ -90,7 +90,7 @@ def multigrid_shapes(cfg: CfgNode) -> List[Shape]:
     mg = cfg.MULTIGRID
 
     def splits(long_batch: int) -> int:
-        return bn_layout(long_batch, num_processes(cfg), mg.BN_BASE_SIZE)[0]
+        return bn_splits_and_sync(long_batch, num_processes(cfg), mg.BN_BASE_SIZE)[0]
 
     long = long_cycle_shapes(base_t, base_s, mg.LONG_CYCLE_FACTORS)
     shapes = []

@@ -21,7 +21,7 @@ from slowfast.datasets.build import dataset_class, dataset_name
 from slowfast.datasets.decoding.decoder import DecodeError, check_complete, scan_video
 from slowfast.datasets.decoding.frames import list_frame_dir, load_image
 from slowfast.datasets.lists import VideoToCheck
-from slowfast.datasets.renditions.layout import load_renditions, rendition_path
+from slowfast.datasets.renditions.files import load_renditions, rendition_path
 
 
 @dataclass(frozen=True)

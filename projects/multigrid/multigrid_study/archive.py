@@ -16,7 +16,7 @@ import json
 import os
 from typing import Any, List, Sequence
 
-from multigrid_study.plan import Run
+from multigrid_study.study_runs import Run
 
 RESULTS_ROOT = os.path.join("results", "multigrid_study")
 
@@ -46,10 +46,10 @@ def _path(folder: str, run: Run) -> str:
     return os.path.join(folder, f"{run.name}.json")
 
 
-def check_folder(folder: str, planned: Sequence, repo_root: str) -> None:
-    """Raises ValueError when ``folder`` holds a result of one of the planned
+def check_folder(folder: str, runs: Sequence, repo_root: str) -> None:
+    """Raises ValueError when ``folder`` holds a result of one of the study's
     runs made with other arguments (another study of the same name)."""
-    for p in planned:
+    for p in runs:
         path = _path(folder, p.run)
         if not os.path.isfile(path):
             continue

@@ -173,13 +173,13 @@ def run_process(
     if stopper.received:
         raise StudyStopped(stopper.received, f"before {what}")
     processes = read_progress(run_dir)
-    entry: Dict[str, Any] = {
+    record: Dict[str, Any] = {
         "phase": phase,
         "seconds": None,
         "status": None,
         "machine": machine,
     }
-    processes.append(entry)
+    processes.append(record)
     _write_progress(run_dir, processes)
     log_path = os.path.join(run_dir, log_name)
     earlier = sum(p["phase"] == phase for p in processes) - 1
@@ -194,14 +194,14 @@ def run_process(
             stopper.forward()  # a signal that came while the process started
             code = child.wait()
         except KeyboardInterrupt:  # Ctrl-C reaches the process too: record it
-            entry.update(seconds=time.perf_counter() - start, status=child.wait())
+            record.update(seconds=time.perf_counter() - start, status=child.wait())
             _write_progress(run_dir, processes)
             raise
         finally:
             stopper.child = None
-    entry.update(seconds=time.perf_counter() - start, status=code)
+    record.update(seconds=time.perf_counter() - start, status=code)
     if stopper.received:
-        entry["stopped_by"] = signal_name(stopper.received)
+        record["stopped_by"] = signal_name(stopper.received)
     _write_progress(run_dir, processes)
     if code == EXIT_PREEMPTED or (code != 0 and stopper.received):
         raise StudyStopped(stopper.received, f"in {what}")
@@ -209,4 +209,4 @@ def run_process(
         with open(log_path) as log:
             tail = [line.strip() for line in log if line.strip()][-1:]
         raise RunFailed(f"exit status {code} ({log_path}): {' '.join(tail)}")
-    return entry["seconds"]
+    return record["seconds"]

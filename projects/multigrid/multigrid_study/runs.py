@@ -1,4 +1,4 @@
-"""A planned run of the study: its processes and its result.
+"""One run of the study: its processes and its result.
 
 Training, then the test of its final checkpoint; a run stopped before resumes
 or is only tested (``progress.py``), any other unfinished one starts over.
@@ -18,7 +18,6 @@ from fvcore.common.config import CfgNode
 from multigrid_study.compute import training_gflops
 from multigrid_study.intervals import correctness
 from multigrid_study.machine import machine_text, same_machine
-from multigrid_study.plan import RESULT_FILE, Run, config_differences
 from multigrid_study.progress import (
     RESUME,
     START,
@@ -32,6 +31,7 @@ from multigrid_study.progress import (
 )
 from multigrid_study.results import parse_stats
 from multigrid_study.shapes import gflop_per_shape
+from multigrid_study.study_runs import RESULT_FILE, Run, config_differences
 from slowfast.checkpoint import fingerprint as fp
 from slowfast.checkpoint.files import (
     get_path_to_checkpoint,
@@ -59,7 +59,7 @@ def testing_overrides(checkpoint: str) -> list:
 
 
 @dataclass
-class PlannedRun:
+class StudyRun:
     """A run with its arguments, config and resolved schedule.
 
     Attributes:
@@ -93,7 +93,7 @@ class PlannedRun:
         return [sys.executable, RUN_NET, *self.args, *phase]
 
 
-def test_correctness(p: PlannedRun) -> Optional[str]:
+def test_correctness(p: StudyRun) -> Optional[str]:
     """Per-video top-1 correctness of the run's test (``intervals.correctness``),
     from the tester's TEST.SAVE_RESULTS_PATH; None for a multi-label dataset
     or when the file does not hold the final checkpoint's results."""
@@ -112,12 +112,12 @@ def test_correctness(p: PlannedRun) -> Optional[str]:
     return correctness(saved["video_scores"], saved["video_labels"])
 
 
-def stored_config_differences(p: PlannedRun) -> Optional[str]:
-    """How the run in ``p.run_dir`` was made otherwise than planned.
+def stored_config_differences(p: StudyRun) -> Optional[str]:
+    """How the run in ``p.run_dir`` was made otherwise than the study builds it.
 
     Returns:
         str: the differing keys (or the missing ``config.yaml``); None when
-        its ``config.yaml`` defines the planned run and its test.
+        its ``config.yaml`` defines the study's run and its test.
     """
     saved = os.path.join(p.run_dir, "config.yaml")
     if not os.path.isfile(saved):
@@ -130,7 +130,7 @@ def stored_config_differences(p: PlannedRun) -> Optional[str]:
     return None
 
 
-def _continue_or_move_aside(p: PlannedRun, machine: dict) -> str:
+def _continue_or_move_aside(p: StudyRun, machine: dict) -> str:
     """How an existing, unfinished run folder goes on (``progress.next_phase``).
 
     One that starts over is moved aside to ``<name>.stale-<time>``.
@@ -159,9 +159,7 @@ def _continue_or_move_aside(p: PlannedRun, machine: dict) -> str:
     return phase
 
 
-def execute(
-    p: PlannedRun, stopper: Stopper, machine: dict, code: Optional[str]
-) -> dict:
+def execute(p: StudyRun, stopper: Stopper, machine: dict, code: Optional[str]) -> dict:
     """Trains and tests one run and saves its result.
 
     A run stopped before (``multigrid_study.progress``) resumes; any other
@@ -227,11 +225,11 @@ def execute(
     return result
 
 
-def load_finished(planned: list, machine: dict) -> dict:
-    """The results of the planned runs that finished before.
+def load_finished(runs: list, machine: dict) -> dict:
+    """The results of the study's runs that finished before.
 
     Args:
-        planned: the ``PlannedRun`` list.
+        runs: the ``StudyRun`` list.
         machine: this machine (``machine.describe_machine``).
 
     Returns:
@@ -239,12 +237,12 @@ def load_finished(planned: list, machine: dict) -> dict:
 
     Raises:
         ValueError: a finished run was made with another config than the one
-            planned for it, or timed on another kind of machine while runs
+            the study builds for it, or timed on another kind of machine while runs
             are left to make here (their results would be mixed into this
             study's).
     """
     results = {}
-    for p in planned:
+    for p in runs:
         if not os.path.isfile(p.result_path):
             continue
         problem = stored_config_differences(p)
@@ -255,8 +253,8 @@ def load_finished(planned: list, machine: dict) -> dict:
             )
         with open(p.result_path) as f:
             results[p.run] = json.load(f)
-    if len(results) < len(planned):
-        for p in planned:
+    if len(results) < len(runs):
+        for p in runs:
             timed = results.get(p.run, {}).get("machine")
             if not same_machine(timed, machine):
                 raise ValueError(

@@ -86,7 +86,7 @@ def seek_margin(keyframes: List[float], fps: float) -> float:
     return delay + SEEK_MARGIN_FRAMES / fps
 
 
-def plan_clusters(
+def runs_after_seeks(
     wanted: np.ndarray, keyframes: List[float], fps: float
 ) -> List[Tuple[int, int]]:
     """Splits sorted wanted times into runs decoded after their own seek.
@@ -229,7 +229,7 @@ def decode_span(
         )
 
     k, run, at_start = 0, None, True
-    for lo, hi in plan_clusters(wanted, keyframes, fps):
+    for lo, hi in runs_after_seeks(wanted, keyframes, fps):
         seek_to = wanted[lo] - margin
         if seek_to > 0 and info.time_base:
             _seek(container, stream, info, seek_to)

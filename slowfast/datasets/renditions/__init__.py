@@ -1,3 +1,3 @@
 """Renditions: lower-resolution copies of each video for multigrid's coarse
-shapes; their names and scales (``layout``) and choosing one to read
+shapes; their file names and scales (``files``) and choosing one to read
 (``reader``)."""

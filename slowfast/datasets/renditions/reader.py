@@ -17,7 +17,7 @@ from slowfast.datasets.decoding.frame_cache import FrameCache
 from slowfast.datasets.decoding.frames import image_size, load_frames
 from slowfast.datasets.grid import SamplingGrid
 from slowfast.datasets.lists import DataError
-from slowfast.datasets.renditions.layout import (
+from slowfast.datasets.renditions.files import (
     Renditions,
     load_renditions,
     rendition_path,

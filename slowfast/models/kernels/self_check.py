@@ -69,7 +69,7 @@ def launcher_problem() -> Optional[str]:
     return None
 
 
-def _layout_name(channels_last: bool) -> str:
+def _format_name(channels_last: bool) -> str:
     return "channels-last" if channels_last else "contiguous"
 
 
@@ -104,7 +104,7 @@ def split_kernels_verdict(
             reason = f"the kernels failed: {type(err).__name__}: {err}".splitlines()[0]
     seconds = time.perf_counter() - start
     what = (
-        f"{device}, {str(dtype).removeprefix('torch.')}, {_layout_name(channels_last)}"
+        f"{device}, {str(dtype).removeprefix('torch.')}, {_format_name(channels_last)}"
     )
     if reason:
         logger.warning(

@@ -13,7 +13,7 @@ shape, and the kernels' scratch buffers live in the calling layer's
 :class:`SplitWorkspace`, so a call allocates only its outputs.
 
 :func:`fused_split_ok` says when it applies: a CUDA tensor, Triton
-importable, and a batch in one of the two dense 5-D layouts. The kernels
+importable, and a batch in one of the two dense 5-D memory formats. The kernels
 also run on CPU tensors under ``TRITON_INTERPRET=1`` (Triton's interpreter),
 which the tests use; the layer itself sends CPU batches elsewhere."""
 
@@ -61,7 +61,7 @@ def _pow2(n: int) -> int:
 
 
 def _blocks(strides: Tuple[int, int, int], channels: int) -> Tuple[int, int]:
-    """(rows, channels) of a tile: wide along the layout's contiguous axis."""
+    """(rows, channels) of a tile: wide along the memory format's contiguous axis."""
     if strides[1] == 1:  # channels-last: channels are contiguous
         block_c = min(64, _pow2(channels))
         return max(16, 2048 // block_c), block_c
@@ -117,7 +117,7 @@ class _Geometry(NamedTuple):
 
 
 def _geometry(x: torch.Tensor, splits: int) -> _Geometry:
-    """The batch's geometry, worked out once per shape, layout and split count
+    """The batch's geometry, worked out once per shape, memory format and split count
     (a step calls every BN layer with a handful of shapes)."""
     return _geometry_of(tuple(x.shape), _flat_strides(x), splits, x.device)
 
@@ -340,7 +340,7 @@ def split_batch_norm(
             for buffers of this call only.
 
     Returns:
-        torch.Tensor: the normalised batch, same shape, dtype and layout.
+        torch.Tensor: the normalised batch, same shape, dtype and memory format.
     """
     return _SplitBatchNorm.apply(
         x,

@@ -3,7 +3,7 @@
 A batch ``x`` of shape [N, C, T, H, W] is read as [N, C, P] (P = T * H * W)
 through its strides, so contiguous and channels-last-3d batches are read in
 place: no format copies. Clip ``n`` belongs to split ``n % k`` (the reference's
-layout). Statistics are kept in float32 whatever the input's dtype.
+order). Statistics are kept in float32 whatever the input's dtype.
 
 Two kernels forward, two backward. ``split_stats`` reduces a chunk of rows of
 one split to a Welford mean and M2 per channel; the last program to finish a

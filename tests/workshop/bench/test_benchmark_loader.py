@@ -95,7 +95,7 @@ def test_a_batch_the_processes_cannot_share_is_one_line_before_any_timing():
 @pytest.fixture(scope="module")
 def tiny_kinetics(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("bench_data"))
-    make_demo_data(root, "tiny", layouts=["kinetics"])
+    make_demo_data(root, "tiny", datasets=["kinetics"])
     return os.path.join(root, "kinetics")
 
 
@@ -156,7 +156,7 @@ def test_benchmark_runs_on_tiny_data(tiny_kinetics, tmp_path):
 
 
 @pytest.mark.slow
-def test_all_shapes_plan_the_loader_for_every_batch_a_run_trains(
+def test_all_shapes_size_the_loader_for_every_batch_a_run_trains(
     tiny_kinetics, tmp_path
 ):
     out = str(tmp_path / "all.json")

@@ -27,7 +27,7 @@ def _load_tool():
 
 @pytest.fixture(scope="module")
 def tiny_root(tmp_path_factory):
-    """All three layouts at --size tiny, seed 0 (generated once per module)."""
+    """All three datasets at --size tiny, seed 0 (generated once per module)."""
     root = str(tmp_path_factory.mktemp("demo_tiny"))
     make_demo_data(root, "tiny", seed=0)
     return root
@@ -82,7 +82,7 @@ def test_place_sprite_moves_and_turns_clockwise():
     assert ys2.float().mean() > 21 and abs(xs2.float().mean() - 19.5) < 1
 
 
-def test_kinetics_layout(tiny_root):
+def test_kinetics_format(tiny_root):
     folder = os.path.join(tiny_root, "kinetics")
     spec = get_spec("kinetics", "tiny")
     for split, count in spec.videos.items():
@@ -104,7 +104,7 @@ def test_kinetics_layout(tiny_root):
     assert manifest["complete"] and manifest["size"] == "tiny"
 
 
-def test_ssv2_layout(tiny_root):
+def test_ssv2_format(tiny_root):
     folder = os.path.join(tiny_root, "ssv2")
     spec = get_spec("ssv2", "tiny")
     label_map = json.load(
@@ -131,7 +131,7 @@ def test_ssv2_layout(tiny_root):
     assert image.size == (spec.width, spec.height)
 
 
-def test_charades_layout(tiny_root):
+def test_charades_format(tiny_root):
     folder = os.path.join(tiny_root, "charades")
     spec = get_spec("charades", "tiny")
     for split in ("train", "val"):
@@ -159,8 +159,8 @@ def test_same_seed_same_files_other_seed_differs(tiny_root, tmp_path):
     again = str(tmp_path / "again")
     other = str(tmp_path / "other")
     # Rendered in 2 processes: the files must not depend on the worker count.
-    make_demo_data(again, "tiny", layouts=["kinetics", "charades", "ssv2"], workers=2)
-    make_demo_data(other, "tiny", layouts=["kinetics"], seed=1)
+    make_demo_data(again, "tiny", datasets=["kinetics", "charades", "ssv2"], workers=2)
+    make_demo_data(other, "tiny", datasets=["kinetics"], seed=1)
     for name in ("train.csv", "val.csv", "test.csv"):
         a = open(os.path.join(tiny_root, "kinetics", name)).read()
         assert a == open(os.path.join(again, "kinetics", name)).read()
@@ -191,8 +191,8 @@ def test_refuses_foreign_folder_and_replaces_its_own(tmp_path, capsys):
     foreign.mkdir()
     (foreign / "keep.txt").write_text("user data")
     with pytest.raises(FileExistsError, match="refusing to overwrite"):
-        make_demo_data(str(tmp_path), "tiny", layouts=["kinetics"])
-    argv = ["--out", str(tmp_path), "--size", "tiny", "--layouts", "kinetics"]
+        make_demo_data(str(tmp_path), "tiny", datasets=["kinetics"])
+    argv = ["--out", str(tmp_path), "--size", "tiny", "--datasets", "kinetics"]
     assert _load_tool().main(argv) == 2  # one error line, no traceback
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {foreign}: not empty"), err
@@ -201,12 +201,12 @@ def test_refuses_foreign_folder_and_replaces_its_own(tmp_path, capsys):
     own.mkdir()
     (own / MANIFEST).write_text("{}")
     (own / "stale.txt").write_text("from an earlier run")
-    make_demo_data(str(tmp_path), "tiny", layouts=["ssv2"])
+    make_demo_data(str(tmp_path), "tiny", datasets=["ssv2"])
     assert not (own / "stale.txt").exists() and (own / "train.csv").is_file()
 
 
 @pytest.mark.slow
-def test_cli_writes_one_summary_line_per_layout(tmp_path):
+def test_cli_writes_one_summary_line_per_dataset(tmp_path):
     out = tmp_path / "cli"
     result = subprocess.run(
         [
@@ -216,7 +216,7 @@ def test_cli_writes_one_summary_line_per_layout(tmp_path):
             str(out),
             "--size",
             "tiny",
-            "--layouts",
+            "--datasets",
             "ssv2",
         ],
         capture_output=True,
@@ -227,40 +227,54 @@ def test_cli_writes_one_summary_line_per_layout(tmp_path):
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ssv2") and "8 classes" in lines[0]
     with pytest.raises(SystemExit):
-        _load_tool().parse_args(["--layouts", "youtube"])
+        _load_tool().parse_args(["--datasets", "youtube"])
+
+
+def test_cli_keeps_the_former_option_name(capsys):
+    """``--layouts``, the option's former name, still selects the datasets."""
+    tool = _load_tool()
+    assert tool.parse_args(["--layouts", "ssv2,kinetics"]).datasets == [
+        "ssv2",
+        "kinetics",
+    ]
+    assert tool.parse_args([]).datasets == ["kinetics", "ssv2", "charades"]
+    with pytest.raises(SystemExit):
+        tool.parse_args(["--help"])
+    usage = capsys.readouterr().out
+    assert "--datasets" in usage and "--layouts" not in usage  # hidden
 
 
 @pytest.mark.parametrize(
-    "config, layout",
+    "config, name",
     [
         ("Kinetics_I3D_tiny.yaml", "kinetics"),
         ("SSv2_I3D_tiny.yaml", "ssv2"),
         ("Charades_I3D_tiny.yaml", "charades"),
     ],
 )
-def test_project_datasets_read_the_generated_layouts(tiny_root, config, layout):
+def test_project_datasets_read_the_generated_data(tiny_root, config, name):
     from slowfast.config import load_config
     from slowfast.datasets import build_dataset
 
-    folder = os.path.join(tiny_root, layout)
+    folder = os.path.join(tiny_root, name)
     cfg = load_config(
         [os.path.join(REPO_ROOT, "configs", "Demo", config)],
         ["DATA.PATH_TO_DATA_DIR", folder, "DATA.PATH_PREFIX", folder],
     )
-    spec = get_spec(layout, "tiny")
+    spec = get_spec(name, "tiny")
     for split in ("train", "val"):
         dataset = build_dataset(cfg.TRAIN.DATASET, cfg, split)
         assert dataset.num_videos == spec.videos[split]
         frames, label, _, _ = dataset[0]
         assert tuple(frames[0].shape) == (3, 8, 64, 64)
-        if layout == "charades":
+        if name == "charades":
             assert label.shape == (10,) and 1 <= label.sum() <= 3
         else:
             assert label == 0  # classes cycle, so video 0 has class 0
 
 
 def test_kinetics_study_size_is_the_demo_with_a_larger_test_split():
-    """Videos are seeded by (seed, layout, split, index): the study data's
+    """Videos are seeded by (seed, dataset, split, index): the study data's
     training and validation videos and its first 500 test videos are the
     README demo's files."""
     small, study = get_spec("kinetics", "small"), get_spec("kinetics", "study")

@@ -1,4 +1,4 @@
-"""tools/prepare_dataset.py on small downloads in the official layouts."""
+"""tools/prepare_dataset.py on small downloads in the official folder structures."""
 
 import csv
 import json

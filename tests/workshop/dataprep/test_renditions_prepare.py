@@ -18,7 +18,7 @@ from PIL import Image
 from slowfast.datasets import SamplingGrid, build_dataset
 from slowfast.datasets.decoding.decoder import decode_pyav, decode_video
 from slowfast.datasets.decoding.frames import image_size, load_image
-from slowfast.datasets.renditions.layout import (
+from slowfast.datasets.renditions.files import (
     MANIFEST,
     Renditions,
     load_renditions,

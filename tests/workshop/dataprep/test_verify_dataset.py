@@ -172,7 +172,7 @@ def test_a_registered_dataset_is_verified_through_its_own_lists(
     from workshop.dataprep.verify import default_splits, verify_split
 
     @registered
-    class MyClips(Kinetics):  # a user's dataset in the Kinetics layout
+    class MyClips(Kinetics):  # a user's dataset in the Kinetics format
         pass
 
     @registered

@@ -1,4 +1,4 @@
-"""Moving Digits: small synthetic video datasets in the three on-disk layouts.
+"""Moving Digits: small synthetic video datasets in three on-disk formats.
 
 Real handwritten digits (sklearn's UCI 8x8 set) animated on textured
 backgrounds, written as Kinetics (mp4 + csv), SSv2 (JPEG frames + json) and
@@ -8,32 +8,32 @@ Charades (JPEG frames + multi-label frame lists) data. See
 
 from workshop.dataprep.demo.generate import (
     MANIFEST,
-    LayoutSummary,
+    DatasetSummary,
+    make_dataset,
     make_demo_data,
-    make_layout,
     video_rng,
 )
 from workshop.dataprep.demo.specs import (
-    LAYOUTS,
+    DATASETS,
     NUM_CLASSES,
     SIZES,
     SSV2_TEMPLATES,
-    LayoutSpec,
+    DatasetSpec,
     Style,
     get_spec,
 )
 
 __all__ = [
-    "LAYOUTS",
+    "DATASETS",
     "MANIFEST",
     "NUM_CLASSES",
     "SIZES",
     "SSV2_TEMPLATES",
-    "LayoutSpec",
-    "LayoutSummary",
+    "DatasetSpec",
+    "DatasetSummary",
     "Style",
     "get_spec",
+    "make_dataset",
     "make_demo_data",
-    "make_layout",
     "video_rng",
 ]

@@ -7,7 +7,7 @@ hard-edged shapes), a camera that pans and zooms, objects moving on their
 own, sensor noise, and the encoder settings of a download (H.264, x264's
 default preset and quality, a keyframe every 250 frames, B-frames, no audio).
 
-``make_footage`` writes them in the layout of the official Kinetics download
+``make_footage`` writes them in the folder structure of the official Kinetics download
 (``annotations/{train,validate}.csv`` and ``downloads/<id>_<start>_<end>.mp4``),
 so that ``tools/prepare_dataset.py kinetics`` prepares them as it prepares
 Kinetics, and the same clips as a Kinetics dataset of JPEG frame folders
@@ -230,7 +230,7 @@ def make_footage(
     Returns:
         list: the clip files written (existing ones are kept).
     """
-    from slowfast.datasets.renditions.layout import DEFAULT_SCALES, write_renditions
+    from slowfast.datasets.renditions.files import DEFAULT_SCALES, write_renditions
     from workshop.dataprep.demo.writers import write_kinetics_list
 
     written = []
@@ -312,7 +312,7 @@ def make_frame_footage(
     Returns:
         int: the clips listed in ``train.csv``.
     """
-    from slowfast.datasets.renditions.layout import write_renditions
+    from slowfast.datasets.renditions.files import write_renditions
     from workshop.dataprep.demo.generate import _map_videos
     from workshop.dataprep.demo.writers import write_kinetics_list
 

@@ -1,8 +1,8 @@
-"""Writes the Moving Digits datasets in the Kinetics, SSv2 and Charades layouts.
+"""Writes the Moving Digits datasets in the Kinetics, SSv2 and Charades formats.
 
 Every video is rendered from its own ``numpy`` generator seeded with
-``(seed, layout, split, index)``, so regenerating gives identical files and a
-video does not depend on which other videos or layouts were generated.
+``(seed, dataset, split, index)``, so regenerating gives identical files and a
+video does not depend on which other videos or datasets were generated.
 """
 
 import logging
@@ -20,10 +20,10 @@ import torch
 from workshop.dataprep.demo.digits import DigitBank, load_digit_bank
 from workshop.dataprep.demo.scenes import charades_scene, kinetics_scene, ssv2_scene
 from workshop.dataprep.demo.specs import (
-    LAYOUTS,
+    DATASETS,
     NUM_CLASSES,
     SSV2_TEMPLATES,
-    LayoutSpec,
+    DatasetSpec,
     get_spec,
 )
 from workshop.dataprep.demo.writers import (
@@ -39,23 +39,23 @@ from workshop.dataprep.demo.writers import (
 logger = logging.getLogger(__name__)
 
 MANIFEST = "demo_manifest.json"
-_LAYOUT_IDS = {"kinetics": 0, "ssv2": 1, "charades": 2}
+_DATASET_IDS = {"kinetics": 0, "ssv2": 1, "charades": 2}
 _SPLIT_IDS = {"train": 0, "val": 1, "test": 2}
 
 
 @dataclass(frozen=True)
-class LayoutSummary:
-    """What one layout's generation wrote.
+class DatasetSummary:
+    """What one dataset's generation wrote.
 
     Attributes:
-        layout: "kinetics", "ssv2" or "charades".
-        folder: the layout's folder.
+        dataset: "kinetics", "ssv2" or "charades".
+        folder: the dataset's folder.
         videos: split -> number of videos.
         num_classes: number of classes.
         seconds: wall time of the generation.
     """
 
-    layout: str
+    dataset: str
     folder: str
     videos: Dict[str, int]
     num_classes: int
@@ -66,24 +66,26 @@ class LayoutSummary:
         counts = ", ".join(f"{split} {n}" for split, n in self.videos.items())
         total = sum(self.videos.values())
         return (
-            f"{self.layout:9s} {total:5d} videos ({counts}), {self.num_classes} "
+            f"{self.dataset:9s} {total:5d} videos ({counts}), {self.num_classes} "
             f"classes, {self.seconds:.1f} s -> {self.folder}"
         )
 
 
-def video_rng(seed: int, layout: str, split: str, index: int) -> np.random.Generator:
+def video_rng(seed: int, dataset: str, split: str, index: int) -> np.random.Generator:
     """The generator of one video (independent of every other video).
 
     Args:
         seed: the dataset seed.
-        layout: layout name.
+        dataset: dataset name.
         split: "train", "val" or "test".
         index: the video's index within its split.
 
     Returns:
-        np.random.Generator: seeded from (seed, layout, split, index).
+        np.random.Generator: seeded from (seed, dataset, split, index).
     """
-    return np.random.default_rng([seed, _LAYOUT_IDS[layout], _SPLIT_IDS[split], index])
+    return np.random.default_rng(
+        [seed, _DATASET_IDS[dataset], _SPLIT_IDS[split], index]
+    )
 
 
 def _pool(split: str) -> str:
@@ -126,7 +128,7 @@ def _kinetics_video(folder, spec, bank, seed, codec, split, index):
 
 
 def _write_kinetics(
-    folder: str, spec: LayoutSpec, bank: DigitBank, seed: int, workers: int
+    folder: str, spec: DatasetSpec, bank: DigitBank, seed: int, workers: int
 ) -> None:
     codec = pick_codec()
     for split, count in spec.videos.items():
@@ -156,7 +158,7 @@ def _ssv2_video(folder, spec, bank, seed, split, index):
 
 
 def _write_ssv2(
-    folder: str, spec: LayoutSpec, bank: DigitBank, seed: int, workers: int
+    folder: str, spec: DatasetSpec, bank: DigitBank, seed: int, workers: int
 ) -> None:
     plain = [template.replace("[", "").replace("]", "") for template in SSV2_TEMPLATES]
     write_json(
@@ -184,7 +186,7 @@ def _charades_video(folder, spec, bank, seed, split, index):
 
 
 def _write_charades(
-    folder: str, spec: LayoutSpec, bank: DigitBank, seed: int, workers: int
+    folder: str, spec: DatasetSpec, bank: DigitBank, seed: int, workers: int
 ) -> None:
     for split, count in spec.videos.items():
         render = partial(_charades_video, folder, spec, bank, seed, split)
@@ -200,38 +202,38 @@ _WRITERS = {
 }
 
 
-def make_layout(
+def make_dataset(
     out: str,
-    layout: str,
+    dataset: str,
     size: str,
     seed: int = 0,
     bank: Optional[DigitBank] = None,
     workers: int = 1,
-) -> LayoutSummary:
-    """Generates one layout into ``<out>/<layout>`` (replacing an earlier run).
+) -> DatasetSummary:
+    """Generates one dataset into ``<out>/<dataset>`` (replacing an earlier run).
 
     Args:
         out: the demo data root.
-        layout: "kinetics", "ssv2" or "charades".
+        dataset: "kinetics", "ssv2" or "charades".
         size: one of SIZES.
         seed: dataset seed.
         bank: the digits (loaded when None).
         workers: processes rendering videos (the files do not depend on it).
 
     Returns:
-        LayoutSummary: counts and timing.
+        DatasetSummary: counts and timing.
     """
-    spec = get_spec(layout, size)
+    spec = get_spec(dataset, size)
     bank = bank if bank is not None else load_digit_bank()
-    folder = os.path.join(out, layout)
+    folder = os.path.join(out, dataset)
     start = time.perf_counter()
     _prepare_folder(folder)
     manifest = {
         "generator": "workshop.dataprep.demo",
-        "layout": layout,
+        "layout": dataset,
         "size": size,
         "seed": seed,
-        "num_classes": NUM_CLASSES[layout],
+        "num_classes": NUM_CLASSES[dataset],
         "videos": dict(spec.videos),
         "num_frames": spec.num_frames,
         "height": spec.height,
@@ -239,16 +241,16 @@ def make_layout(
         "fps": spec.fps,
         "complete": False,
     }
-    if layout == "kinetics":
+    if dataset == "kinetics":
         manifest["codec"] = pick_codec()
     write_json(os.path.join(folder, MANIFEST), manifest)
-    _WRITERS[layout](folder, spec, bank, seed, workers)
+    _WRITERS[dataset](folder, spec, bank, seed, workers)
     write_json(os.path.join(folder, MANIFEST), {**manifest, "complete": True})
-    summary = LayoutSummary(
-        layout=layout,
+    summary = DatasetSummary(
+        dataset=dataset,
         folder=folder,
         videos=dict(spec.videos),
-        num_classes=NUM_CLASSES[layout],
+        num_classes=NUM_CLASSES[dataset],
         seconds=time.perf_counter() - start,
     )
     logger.info(summary.line())
@@ -258,31 +260,32 @@ def make_layout(
 def make_demo_data(
     out: str,
     size: str = "small",
-    layouts: Sequence[str] = LAYOUTS,
+    datasets: Sequence[str] = DATASETS,
     seed: int = 0,
     workers: int = 1,
-) -> List[LayoutSummary]:
-    """Generates the requested layouts of the Moving Digits data.
+) -> List[DatasetSummary]:
+    """Generates the requested datasets of the Moving Digits data.
 
     Args:
-        out: the demo data root (one sub-folder per layout).
+        out: the demo data root (one sub-folder per dataset).
         size: one of SIZES.
-        layouts: any of "kinetics", "ssv2", "charades".
+        datasets: any of "kinetics", "ssv2", "charades".
         seed: dataset seed.
         workers: processes rendering videos (the files do not depend on it).
 
     Returns:
-        list: one LayoutSummary per layout, in the order given.
+        list: one DatasetSummary per dataset, in the order given.
     """
-    for layout in layouts:
-        get_spec(layout, size)
+    for dataset in datasets:
+        get_spec(dataset, size)
     bank = load_digit_bank()
     # Rendering is many small tensor ops: intra-op threads only add contention.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         return [
-            make_layout(out, layout, size, seed, bank, workers) for layout in layouts
+            make_dataset(out, dataset, size, seed, bank, workers)
+            for dataset in datasets
         ]
     finally:
         torch.set_num_threads(threads)

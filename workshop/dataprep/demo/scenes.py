@@ -1,10 +1,10 @@
 """The three demo tasks as animated scenes.
 
-* Kinetics layout: one digit bounces around; the class is the digit (0-9),
+* Kinetics format: one digit bounces around; the class is the digit (0-9),
   its motion is random, so appearance decides.
-* SSv2 layout: one random digit moves in one of eight ways; the class is the
+* SSv2 format: one random digit moves in one of eight ways; the class is the
   motion, so a single frame cannot tell it.
-* Charades layout: 1-3 different digits appear one after the other, each over
+* Charades format: 1-3 different digits appear one after the other, each over
   its own span; the labels of a frame are the digits visible in it, those of a
   clip or video the union over its frames (multi-label).
 """
@@ -24,13 +24,13 @@ from workshop.dataprep.demo.render import (
     moving_blobs,
     place_sprite,
 )
-from workshop.dataprep.demo.specs import SSV2_TEMPLATES, LayoutSpec
+from workshop.dataprep.demo.specs import SSV2_TEMPLATES, DatasetSpec
 
 Layer = Tuple[torch.Tensor, torch.Tensor]
 
 
 def _sprite(
-    rng: np.random.Generator, bank: DigitBank, pool: str, spec: LayoutSpec, digit=None
+    rng: np.random.Generator, bank: DigitBank, pool: str, spec: DatasetSpec, digit=None
 ) -> Tuple[torch.Tensor, int, int]:
     """Draws a handwritten digit and upscales it to a random size."""
     image, digit = bank.sample(rng, pool, digit)
@@ -43,7 +43,7 @@ def _color(
     rng: np.random.Generator,
     backdrop: torch.Tensor,
     alpha: torch.Tensor,
-    spec: LayoutSpec,
+    spec: DatasetSpec,
 ) -> torch.Tensor:
     """A colour standing out by the style's contrast where ``alpha`` is drawn."""
     contrast = float(rng.uniform(*spec.style.contrast))
@@ -51,7 +51,7 @@ def _color(
 
 
 def _bouncing(
-    rng: np.random.Generator, size: float, spec: LayoutSpec, speed=(0.5, 2.5), box=None
+    rng: np.random.Generator, size: float, spec: DatasetSpec, speed=(0.5, 2.5), box=None
 ) -> np.ndarray:
     """A random start and direction, bouncing inside the frame (or ``box``)."""
     half = size / 2.0
@@ -64,13 +64,13 @@ def _bouncing(
     return bounce(start, velocity, lo, hi, spec.num_frames)
 
 
-def _clutter(rng: np.random.Generator, spec: LayoutSpec) -> List[Layer]:
+def _clutter(rng: np.random.Generator, spec: DatasetSpec) -> List[Layer]:
     count = int(rng.integers(0, spec.style.blobs + 1))
     return moving_blobs(rng, count, spec.num_frames, spec.height, spec.width)
 
 
 def kinetics_scene(
-    rng: np.random.Generator, bank: DigitBank, pool: str, digit: int, spec: LayoutSpec
+    rng: np.random.Generator, bank: DigitBank, pool: str, digit: int, spec: DatasetSpec
 ) -> np.ndarray:
     """Renders a video whose class is the identity of the moving digit.
 
@@ -97,7 +97,7 @@ def kinetics_scene(
 
 
 def ssv2_scene(
-    rng: np.random.Generator, bank: DigitBank, pool: str, motion: int, spec: LayoutSpec
+    rng: np.random.Generator, bank: DigitBank, pool: str, motion: int, spec: DatasetSpec
 ) -> Tuple[np.ndarray, int]:
     """Renders a video whose class is how a random digit moves.
 
@@ -163,7 +163,7 @@ def _sequential_spans(rng: np.random.Generator, count: int, num: int) -> List[ra
 
 
 def charades_scene(
-    rng: np.random.Generator, bank: DigitBank, pool: str, spec: LayoutSpec
+    rng: np.random.Generator, bank: DigitBank, pool: str, spec: DatasetSpec
 ) -> Tuple[np.ndarray, List[List[int]]]:
     """Renders 1-3 different digits, one after the other, each over its own span.
 

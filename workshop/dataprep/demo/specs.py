@@ -1,14 +1,14 @@
-"""Sizes and difficulty of the demo datasets, per layout.
+"""Sizes and difficulty of each demo dataset.
 
 ``tiny`` is for unit tests (seconds), ``small`` for the README demo (a tiny
-model learns the Kinetics layout in minutes on 2 cores), ``bench`` for the
+model learns the Kinetics-format set in minutes on 2 cores), ``bench`` for the
 loader benchmark and for comparing training methods (harder: smaller digits,
 weaker contrast, pixel noise and clutter, so a tiny model stays clearly below
 100%).
 ``study`` is for the multigrid speed-accuracy study (projects/multigrid/
-study.py): in the SSv2 layout, 1200 training and 600 test videos of motion
+study.py): in the SSv2 format, 1200 training and 600 test videos of motion
 classes, enough that the long cycle's coarsest shape gets tens of iterations
-per epoch and that one test video is 0.17 points; in the Kinetics layout,
+per epoch and that one test video is 0.17 points; in the Kinetics format,
 ``small``'s training and validation videos (the same files) with 3000 test
 videos, the first 500 of them ``small``'s, so that the test set's sampling
 (about +-1 point on a paired difference) is small next to a seed's.
@@ -21,10 +21,10 @@ views (56 and 79 px) keep its 3.5 x 3.5 and about 5 x 5 maps.
 from dataclasses import dataclass, replace
 from typing import Dict, Tuple
 
-LAYOUTS = ("kinetics", "ssv2", "charades")
+DATASETS = ("kinetics", "ssv2", "charades")
 SIZES = ("tiny", "small", "bench", "study", "study_large", "study_112")
 
-# Motion classes of the SSv2 layout, in class-id order (digit identity is random).
+# Motion classes of the SSv2 format, in class-id order (digit identity is random).
 SSV2_TEMPLATES = (
     "Moving [something] from left to right",
     "Moving [something] from right to left",
@@ -71,8 +71,8 @@ class Style:
 
 
 @dataclass(frozen=True)
-class LayoutSpec:
-    """One layout at one size.
+class DatasetSpec:
+    """One dataset at one size.
 
     Attributes:
         videos: split name -> number of videos (classes cycle for balance).
@@ -101,7 +101,7 @@ _EASY = Style(
     saturation=0.08,
     polarity=-1,
 )
-# Kinetics layout: digits nearly as tall as the frame, moving slowly inside the
+# Kinetics format: digits nearly as tall as the frame, moving slowly inside the
 # central 80% of the width, so that even multigrid's smallest clips (32-45 px
 # crops of frames scaled to 32-64 px) keep a readable digit in view (with
 # smaller sprites the multigrid demo tested far lower: docs/benchmarks/design-notes.md,
@@ -149,70 +149,72 @@ _MOTION_STUDY = Style(
 )
 
 _SPECS = {
-    ("kinetics", "tiny"): LayoutSpec(
+    ("kinetics", "tiny"): DatasetSpec(
         {"train": 10, "val": 5, "test": 5}, 48, 96, 112, 30, _KINETICS_EASY
     ),
     # 500 test videos: one video is 0.2 points, so the README demo's two runs
     # compare (with 50, one video would be 2 points).
-    ("kinetics", "small"): LayoutSpec(
+    ("kinetics", "small"): DatasetSpec(
         {"train": 500, "val": 50, "test": 500}, 48, 96, 112, 30, _KINETICS_EASY
     ),
-    ("kinetics", "study"): LayoutSpec(
+    ("kinetics", "study"): DatasetSpec(
         {"train": 500, "val": 50, "test": 3000}, 48, 96, 112, 30, _KINETICS_EASY
     ),
-    ("kinetics", "study_112"): LayoutSpec(
+    ("kinetics", "study_112"): DatasetSpec(
         {"train": 500, "val": 50, "test": 3000}, 48, 128, 150, 30, _KINETICS_EASY_128
     ),
-    ("kinetics", "bench"): LayoutSpec(
+    ("kinetics", "bench"): DatasetSpec(
         {"train": 1000, "val": 200, "test": 200}, 64, 96, 112, 30, _KINETICS_HARD
     ),
-    ("ssv2", "tiny"): LayoutSpec({"train": 8, "val": 4}, 32, 96, 128, 12, _EASY),
-    ("ssv2", "small"): LayoutSpec({"train": 160, "val": 40}, 32, 96, 128, 12, _EASY),
-    ("ssv2", "bench"): LayoutSpec(
+    ("ssv2", "tiny"): DatasetSpec({"train": 8, "val": 4}, 32, 96, 128, 12, _EASY),
+    ("ssv2", "small"): DatasetSpec({"train": 160, "val": 40}, 32, 96, 128, 12, _EASY),
+    ("ssv2", "bench"): DatasetSpec(
         {"train": 480, "val": 120}, 32, 96, 128, 12, _MOTION_HARD
     ),
-    ("ssv2", "study"): LayoutSpec(
+    ("ssv2", "study"): DatasetSpec(
         {"train": 1200, "val": 600}, 32, 96, 128, 12, _MOTION_STUDY
     ),
     # The study data at 4x the videos, for full-width models on a GPU
     # (configs/Demo/SSv2_I3D_R50_study_gpu.yaml).
-    ("ssv2", "study_large"): LayoutSpec(
+    ("ssv2", "study_large"): DatasetSpec(
         {"train": 4800, "val": 1200}, 32, 96, 128, 12, _MOTION_STUDY
     ),
-    # The Kinetics layout's large digits, shown one after the other: with
+    # The Kinetics format's large digits, shown one after the other: with
     # smaller digits side by side (parts of them cropped out by 64 px training
     # crops) and fewer training videos, the tiny I3D stayed near its prior.
-    ("charades", "tiny"): LayoutSpec(
+    ("charades", "tiny"): DatasetSpec(
         {"train": 4, "val": 2}, 48, 96, 112, 24, _KINETICS_EASY
     ),
-    ("charades", "small"): LayoutSpec(
+    ("charades", "small"): DatasetSpec(
         {"train": 300, "val": 100}, 64, 96, 112, 24, _KINETICS_EASY
     ),
-    ("charades", "bench"): LayoutSpec(
+    ("charades", "bench"): DatasetSpec(
         {"train": 300, "val": 80}, 96, 96, 128, 24, _HARD
     ),
 }
 
 
-def get_spec(layout: str, size: str) -> LayoutSpec:
-    """Returns the spec of one layout at one size.
+def get_spec(dataset: str, size: str) -> DatasetSpec:
+    """Returns the spec of one dataset at one size.
 
     Args:
-        layout: one of ``LAYOUTS`` ("kinetics", "ssv2", "charades").
+        dataset: one of ``DATASETS`` ("kinetics", "ssv2", "charades").
         size: one of ``SIZES``; "study" exists for "kinetics" and "ssv2",
             "study_large" for "ssv2" only, "study_112" for "kinetics" only.
 
     Returns:
-        LayoutSpec: counts, frame geometry and style.
+        DatasetSpec: counts, frame geometry and style.
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"demo layout {layout!r} unknown; expected one of {LAYOUTS}")
+    if dataset not in DATASETS:
+        raise ValueError(
+            f"demo dataset {dataset!r} unknown; expected one of {DATASETS}"
+        )
     if size not in SIZES:
         raise ValueError(f"demo size {size!r} unknown; expected one of {SIZES}")
-    if (layout, size) not in _SPECS:
+    if (dataset, size) not in _SPECS:
         have = sorted(name for name, sz in _SPECS if sz == size)
         raise ValueError(
-            f"demo size {size!r} exists only for the layouts {have}; "
-            f"pass --layouts {','.join(have)}"
+            f"demo size {size!r} exists only for the datasets {have}; "
+            f"pass --datasets {','.join(have)}"
         )
-    return _SPECS[(layout, size)]
+    return _SPECS[(dataset, size)]

@@ -1,4 +1,4 @@
-"""Writers of the on-disk layouts: mp4 (PyAV), JPEG frames (PIL), csv and json.
+"""Writers of the on-disk formats: mp4 (PyAV), JPEG frames (PIL), csv and json.
 
 PyAV is imported by the mp4 writers only: frame folders need none.
 
@@ -88,12 +88,12 @@ def write_jpeg_frames(
         quality: JPEG quality.
         scales: also write the frames resized by these factors (antialiased
             bilinear) into the sibling folders ``folder + suffix(scale)``
-            (``slowfast/datasets/renditions/layout.py``).
+            (``slowfast/datasets/renditions/files.py``).
 
     Returns:
         list: frame paths relative to ``root``, in order (of ``folder``).
     """
-    from slowfast.datasets.renditions.layout import rendition_path
+    from slowfast.datasets.renditions.files import rendition_path
 
     os.makedirs(os.path.join(root, folder), exist_ok=True)
     paths = []
@@ -111,7 +111,7 @@ def write_jpeg_frames(
 def save_jpeg_rendition(image: Image.Image, path: str, scale: float, quality: int):
     """Saves ``image`` scaled by ``scale`` (antialiased bilinear, the size of
     ``renditions.scaled_size``) as a JPEG, atomically; creates its folder."""
-    from slowfast.datasets.renditions.layout import scaled_size
+    from slowfast.datasets.renditions.files import scaled_size
 
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.part"

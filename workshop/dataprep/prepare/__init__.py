@@ -1,4 +1,4 @@
-"""Turns the official downloads of Kinetics, SSv2 and Charades into our layouts.
+"""Turns the official downloads of Kinetics, SSv2 and Charades into our formats.
 
 ``tools/prepare_dataset.py`` is the command line; each dataset has a module
 (``kinetics.py``, ``ssv2.py``, ``charades.py``) and ``common.py`` runs the

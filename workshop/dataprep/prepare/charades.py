@@ -66,7 +66,7 @@ def prepare(
 ) -> Prepared:
     """Prepares Charades from videos, or from the official frames when
     ``videos`` holds ``<id>/<id>-NNNNNN.jpg`` folders (then at 24 fps)."""
-    from slowfast.datasets.renditions.layout import write_renditions
+    from slowfast.datasets.renditions.files import write_renditions
     from workshop.dataprep.demo.writers import frame_list_rows, write_frame_list
 
     os.makedirs(out, exist_ok=True)

@@ -222,8 +222,8 @@ def _open_output(path: str, codec: str, rate, size, gop: int, original=None):
     return out, stream
 
 
-def _encode_all(src: str, codec: str, outputs: list, plan) -> int:
-    """Decodes ``src`` once and encodes every output ``plan(width, height)``
+def _encode_all(src: str, codec: str, outputs: list, targets) -> int:
+    """Decodes ``src`` once and encodes every output ``targets(width, height)``
     lists as ``(path, (width, height), gop_seconds, original size or None)``;
     the outputs are appended to ``outputs`` as they are opened. Returns the
     number of frames."""
@@ -231,7 +231,7 @@ def _encode_all(src: str, codec: str, outputs: list, plan) -> int:
         with av.open(src) as source:
             video = source.streams.video[0]
             rate = video.average_rate or video.guessed_rate or Fraction(30)
-            for path, dims, gop, original in plan(video.width, video.height):
+            for path, dims, gop, original in targets(video.width, video.height):
                 tmp = f"{path}.{os.getpid()}.part"
                 frames = int(round(float(rate) * gop))
                 out = _open_output(tmp, codec, rate, dims, frames, original)
@@ -253,15 +253,15 @@ def _encode_all(src: str, codec: str, outputs: list, plan) -> int:
     return count
 
 
-def _write_outputs(src: str, plan) -> None:
-    """Encodes ``plan``'s outputs from ``src`` and moves them in place, the
+def _write_outputs(src: str, targets) -> None:
+    """Encodes the outputs ``targets`` lists from ``src`` and moves them in place, the
     first listed last (once it exists, the others do); no partial files are
     left behind."""
     from workshop.dataprep.demo.writers import pick_codec
 
     outputs: list = []
     try:
-        count = _encode_all(src, pick_codec(), outputs, plan)
+        count = _encode_all(src, pick_codec(), outputs, targets)
     except BaseException:
         for _, tmp, *_ in outputs:
             if os.path.exists(tmp):
@@ -299,12 +299,12 @@ def reencode(
     """
     os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
 
-    def plan(width: int, height: int):
+    def targets(width: int, height: int):
         full = even_scaled_size(width, height, short)
         rest = _rendition_targets(dst, full, renditions, rendition_gop_seconds)
         return [(dst, full, gop_seconds, None)] + rest
 
-    _write_outputs(src, plan)
+    _write_outputs(src, targets)
 
 
 def add_video_renditions(
@@ -341,7 +341,7 @@ def add_video_renditions(
 def _rendition_targets(
     dst: str, full: Tuple[int, int], scales: Sequence[float], gop_seconds: float
 ) -> list:
-    from slowfast.datasets.renditions.layout import rendition_path, scaled_size
+    from slowfast.datasets.renditions.files import rendition_path, scaled_size
 
     return [
         (rendition_path(dst, scale), scaled_size(*full, scale), gop_seconds, full)
@@ -409,7 +409,7 @@ def add_frame_renditions(
     from PIL import Image
 
     from slowfast.datasets.decoding.frames import load_image
-    from slowfast.datasets.renditions.layout import rendition_path
+    from slowfast.datasets.renditions.files import rendition_path
     from workshop.dataprep.demo.writers import save_jpeg_rendition
 
     todo = [

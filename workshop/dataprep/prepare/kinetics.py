@@ -1,4 +1,4 @@
-"""Kinetics: the official annotation CSVs and downloaded clips -> our layout.
+"""Kinetics: the official annotation CSVs and downloaded clips -> our format.
 
 Annotations: ``train.csv``, ``validate.csv`` (or ``val.csv``) and ``test.csv``
 with the columns ``label,youtube_id,time_start,time_end,split`` (and maybe
@@ -10,7 +10,7 @@ a keyframe every second), ``train.csv`` / ``val.csv`` / ``test.csv`` list files
 (``path label``, paths relative to the output folder) and ``classids.json``.
 With renditions, each clip is also written at smaller scales (``<name>.r71.mp4``
 and ``<name>.r50.mp4``: short sides 182 and 128 for 256) and ``renditions.json``
-lists them (``slowfast/datasets/renditions/layout.py``).
+lists them (``slowfast/datasets/renditions/files.py``).
 """
 
 import csv
@@ -18,7 +18,7 @@ import json
 import os
 from typing import Dict, List, Sequence, Tuple
 
-from slowfast.datasets.renditions.layout import rendition_path, write_renditions
+from slowfast.datasets.renditions.files import rendition_path, write_renditions
 from workshop.dataprep.prepare.common import (
     Prepared,
     index_files,

@@ -1,4 +1,4 @@
-"""Something-Something V2: the official JSON files and ``<id>.webm`` -> our layout.
+"""Something-Something V2: the official JSON files and ``<id>.webm`` -> our format.
 
 Annotations: ``something-something-v2-labels.json`` (template -> class id),
 ``something-something-v2-train.json`` and ``-validation.json`` (videos with
@@ -37,7 +37,7 @@ def prepare(
     renditions: Sequence[float] = (),
 ) -> Prepared:
     """Prepares SSv2: frames, frame lists, renditions and the JSON files."""
-    from slowfast.datasets.renditions.layout import write_renditions
+    from slowfast.datasets.renditions.files import write_renditions
     from workshop.dataprep.demo.writers import frame_list_rows, write_frame_list
 
     os.makedirs(out, exist_ok=True)

@@ -1,9 +1,9 @@
-"""The study's plan: arms, budgets and seeds, and each run's config overrides.
+"""The study's runs: arms, budgets and seeds, and each run's config overrides.
 
 A study trains and tests *arms* that differ only in ``MULTIGRID`` keys, at
 several *budgets* (multiples of the base config's SOLVER.MAX_EPOCH) and seeds.
 This module builds each run's config overrides and compares a finished run's
-config with the planned one; it starts no process and writes no file.
+config with the one the study builds; it starts no process and writes no file.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def parse_seeds(text: str) -> list:
         raise ValueError(f"--seeds: {err}") from None
 
 
-def plan_runs(arms: Sequence[str], budgets: Sequence[float], seeds: Sequence[int]):
+def list_runs(arms: Sequence[str], budgets: Sequence[float], seeds: Sequence[int]):
     """Returns the runs in the order they are made: seed, then budget, then arm.
 
     A whole sweep of the first seed comes first, so a stopped study already
@@ -191,23 +191,23 @@ def run_overrides(
     return opts
 
 
-def config_differences(planned: CfgNode, stored: dict) -> list:
-    """What a finished run was made with that a planned run would not be.
+def config_differences(expected: CfgNode, stored: dict) -> list:
+    """What a finished run was made with that the study's run would not be.
 
     Args:
-        planned: the planned run's config.
+        expected: the config the study builds for the run.
         stored: the finished run's ``config.yaml``, loaded.
 
     Returns:
-        list: ``(key, planned value, stored value)``, by key, for every key of
+        list: ``(key, expected value, stored value)``, by key, for every key of
         the run's definition or of its test's (``slowfast.checkpoint.fingerprint``:
         data paths, views) that differs; empty when the run can be reused.
     """
-    diffs = fp.differences(planned, stored)
+    diffs = fp.differences(expected, stored)
     seen = {key for key, _, _ in diffs}
     diffs += [
         diff
-        for diff in fp.differences(planned, stored, fp.test_definition)
+        for diff in fp.differences(expected, stored, fp.test_definition)
         if diff[0] not in seen
     ]
     return sorted(diffs, key=lambda diff: diff[0])

@@ -1,4 +1,4 @@
-"""The batch plan: one process's batches of an epoch, from the schedule.
+"""The epoch's batches: one process's batches of an epoch, in order, from the schedule.
 
 The loader's batch sampler, the trainer and the schedule's iteration counts
 all follow this one list: iteration ``i`` of an epoch has the schedule's shape
@@ -19,7 +19,7 @@ def cycle_counts(sizes: Sequence[int], shard_size: int) -> List[int]:
     The one rule of an epoch's length: whole batches only (the last
     incomplete one is dropped), so the positions of the short cycle that
     come first get one more batch where the cycles do not fit evenly.
-    ``epoch_plan``, the schedule's iteration counts and the planning tool's
+    ``epoch_batches``, the schedule's iteration counts and ``plan_multigrid.py``'s
     compute all follow it.
 
     Args:
@@ -39,13 +39,13 @@ def cycle_counts(sizes: Sequence[int], shard_size: int) -> List[int]:
     return counts
 
 
-def plan_length(sizes: Sequence[int], shard_size: int) -> int:
+def batch_count(sizes: Sequence[int], shard_size: int) -> int:
     """How many batches of ``sizes``, taken in turn, fit in ``shard_size``
     clips: the sum of ``cycle_counts``."""
     return sum(cycle_counts(sizes, shard_size))
 
 
-def epoch_plan(schedule, epoch: int, shard_size: int) -> List[IterShape]:
+def epoch_batches(schedule, epoch: int, shard_size: int) -> List[IterShape]:
     """One process's batches in ``epoch``, in order.
 
     Args:
@@ -56,10 +56,10 @@ def epoch_plan(schedule, epoch: int, shard_size: int) -> List[IterShape]:
             sampler).
 
     Returns:
-        list[IterShape]: one entry per iteration (its ``iteration`` is its
+        list[IterShape]: one shape per iteration (its ``iteration`` is its
         index); their ``per_proc_batch`` sum to at most ``shard_size``.
     """
     period = len(schedule.cycle(schedule.entry_at(epoch)))
     shapes = [schedule.iter_shape(epoch, i) for i in range(period)]
-    count = plan_length([s.per_proc_batch for s in shapes], shard_size)
+    count = batch_count([s.per_proc_batch for s in shapes], shard_size)
     return [replace(shapes[i % period], iteration=i) for i in range(count)]
