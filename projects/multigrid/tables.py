@@ -154,7 +154,8 @@ def demo_expectations(rows: List[tuple]) -> Dict[str, str]:
             text = f"{acc} ({_plural(len(row.seeds), 'seed')}, "
             text += f"{row.test_videos:,} test videos"
             first = subset_range([runs[s] for s in row.seeds], QUICK_START_VIDEOS)
-            if first and row.test_videos > QUICK_START_VIDEOS:
+            on_quick_start_data = entry.get("quick_start_data", True)
+            if first and row.test_videos > QUICK_START_VIDEOS and on_quick_start_data:
                 text += f"; {_span(*first)}% on the demo's 500"
             text += ")"
             if arm == "long_short":

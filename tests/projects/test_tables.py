@@ -5,6 +5,7 @@ import pytest
 from multigrid_study.headline import (
     difference_text,
     headline_row,
+    machine_words,
     seeds_text,
     signed,
     subset_range,
@@ -48,6 +49,12 @@ def test_a_row_refuses_unpaired_or_mixed_runs():
     other["machine"]["cpus"] = 16
     with pytest.raises(ValueError, match="several machines"):
         headline_row(base, [other])
+
+
+def test_machine_words_name_the_cpu_without_trademark_signs():
+    xeon = dict(MACHINE, cpu="Intel(R) Xeon(R) Processor", cpu_id="family 6 model 167")
+    assert machine_words(xeon) == "2-core Intel Xeon Processor (family 6 model 167)"
+    assert machine_words(MACHINE) == "2-core AMD EPYC"
 
 
 def test_signed_numbers_and_first_videos():

@@ -15,6 +15,7 @@ Pure functions: the caller reads the files.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
@@ -58,9 +59,11 @@ class HeadlineRow:
 
 
 def machine_words(machine: dict) -> str:
-    """``2-core AMD EPYC (family 25 model 17, AVX512)`` from a run's machine."""
+    """``2-core AMD EPYC (family 25 model 17, AVX512)`` from a run's machine
+    (the CPU's name without its trademark signs: ``Intel Xeon Processor``)."""
     details = [v for v in (machine.get("cpu_id"), machine.get("cpu_isa")) if v]
-    cpu = machine["cpu"] + (f" ({', '.join(details)})" if details else "")
+    name = " ".join(re.sub(r"\((R|TM)\)", " ", machine["cpu"]).split())
+    cpu = name + (f" ({', '.join(details)})" if details else "")
     if machine.get("gpus"):
         return f"{machine['gpus']}x {machine['gpu']}"
     return f"{machine['cpus']}-core {cpu}"
